@@ -1,0 +1,125 @@
+# opal build. `make run` profiles this machine; `make test` runs every test.
+# Dependencies are installed by scripts/install-deps.sh (idempotent).
+
+BUILD      ?= build
+GEN        := $(BUILD)/gen
+CC         ?= cc
+CLANG      ?= clang
+BPFTOOL    ?= bpftool
+PROTOC_C   ?= protoc-c
+DURATION   ?= 10
+FREQUENCY  ?= 20
+INTERVAL   ?= 5
+OUT        ?= out
+
+PKGS       := libbpf libelf libdw sqlite3 libprotobuf-c jansson libmicrohttpd libcurl zlib libcrypto
+PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS     ?= -O2 -g
+CFLAGS     += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+              -D_GNU_SOURCE -fno-strict-aliasing -I. -Ishared -I$(GEN) -I$(BUILD) $(PKG_CFLAGS)
+LDLIBS     += $(PKG_LIBS) -liberty -lpthread
+
+PROTOS     := $(shell find proto -name '*.proto' | sort)
+PROTO_C    := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
+PROTO_H    := $(PROTO_C:.c=.h)
+PROTO_O    := $(PROTO_C:.c=.o)
+
+SHARED_SRC := $(wildcard shared/*.c)
+COLL_SRC   := $(filter-out %main.c,$(wildcard collector/*.c))
+SYM_SRC    := $(filter-out %main.c,$(wildcard symbolizer/*.c))
+SHARED_O   := $(patsubst %.c,$(BUILD)/%.o,$(SHARED_SRC))
+COLL_O     := $(patsubst %.c,$(BUILD)/%.o,$(COLL_SRC))
+SYM_O      := $(patsubst %.c,$(BUILD)/%.o,$(SYM_SRC))
+
+LIBSHARED  := $(BUILD)/libopal_shared.a
+LIBCOLL    := $(BUILD)/libopal_collector.a
+LIBSYM     := $(BUILD)/libopal_symbolizer.a
+
+BPF_SRC    := $(wildcard bpf/*.bpf.c)
+BPF_O      := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRC))
+SKELS      := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRC))
+
+BINS       := $(BUILD)/opal-collector $(BUILD)/opal-symbolizer $(BUILD)/opal-report
+
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+FIXTURES   := $(BUILD)/fixtures/.stamp
+
+.PHONY: all deps run test unit integration fixtures clean
+.DELETE_ON_ERROR:
+
+all: $(BINS)
+
+deps:
+	@scripts/install-deps.sh
+
+# ---- generated code ------------------------------------------------------
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
+	@mkdir -p $(GEN)
+	$(PROTOC_C) --c_out=$(GEN) -Iproto $<
+
+$(BUILD)/vmlinux.h:
+	@mkdir -p $(BUILD)
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard bpf/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_x86 -I$(BUILD) -Ibpf -c $< -o $@
+
+$(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	$(BPFTOOL) gen skeleton $< > $@
+
+# ---- C objects -----------------------------------------------------------
+$(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c $(PROTO_H)
+	$(CC) $(CFLAGS) -w -c $< -o $@
+
+$(BUILD)/%.o: %.c $(PROTO_H) $(SKELS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+$(LIBSHARED): $(SHARED_O) $(PROTO_O)
+	$(AR) rcs $@ $^
+$(LIBCOLL): $(COLL_O)
+	$(AR) rcs $@ $^
+$(LIBSYM): $(SYM_O)
+	$(AR) rcs $@ $^
+
+$(BUILD)/opal-collector: $(BUILD)/collector/main.o $(LIBCOLL) $(LIBSHARED)
+	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+$(BUILD)/opal-symbolizer: $(BUILD)/symbolizer/main.o $(LIBSYM) $(LIBSHARED)
+	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+$(BUILD)/opal-report: $(BUILD)/symbolizer/report_main.o $(LIBSYM) $(LIBSHARED)
+	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+# ---- tests -----------------------------------------------------------------
+$(FIXTURES): $(wildcard tests/fixtures/*) tests/fixtures/build.sh
+	tests/fixtures/build.sh $(BUILD)/fixtures
+	@touch $@
+
+fixtures: $(FIXTURES)
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIBCOLL) $(LIBSYM) $(LIBSHARED)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit $< $(LIBCOLL) $(LIBSYM) $(LIBSHARED) $(LDLIBS) -lcmocka -o $@
+
+unit: $(UNIT_BINS) $(FIXTURES)
+	tests/run-unit.sh $(BUILD) $(UNIT_BINS)
+
+integration: all $(FIXTURES)
+	tests/integration/run.sh $(BUILD)
+
+test: deps
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) integration
+
+run: deps
+	$(MAKE) all
+	scripts/run.sh --build $(BUILD) --out $(OUT) --duration $(DURATION) --frequency $(FREQUENCY) --interval $(INTERVAL)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages opal builds and tests with. Idempotent: it
+# asks apt only for packages that are missing.
+set -euo pipefail
+
+PKGS=(
+  build-essential clang llvm lld libbpf-dev bpftool pkg-config
+  libelf-dev libdw-dev elfutils libsqlite3-dev libprotobuf-c-dev protobuf-c-compiler
+  protobuf-compiler libjansson-dev libmicrohttpd-dev libcmocka-dev libcurl4-openssl-dev
+  zlib1g-dev libssl-dev libiberty-dev libseccomp-dev libdebuginfod-dev
+  golang-go binutils procps
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `make run`: profiles this whole machine for a while and leaves symbolized
+# profiles in the output folder, then prints the top functions.
+set -euo pipefail
+
+BUILD=build OUT=out DURATION=10 FREQUENCY=20 INTERVAL=5 STATE=var RUN_USER=nobody
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--build) BUILD=$2; shift 2 ;;
+	--out) OUT=$2; shift 2 ;;
+	--duration) DURATION=$2; shift 2 ;;
+	--frequency) FREQUENCY=$2; shift 2 ;;
+	--interval) INTERVAL=$2; shift 2 ;;
+	--state) STATE=$2; shift 2 ;;
+	--user) RUN_USER=$2; shift 2 ;;
+	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+done
+
+die() { echo "make run: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "the collector needs root (BPF and perf events): run 'sudo make run'"
+[ -r /sys/kernel/btf/vmlinux ] || die "this kernel has no BTF (/sys/kernel/btf/vmlinux): BPF CO-RE programs cannot load"
+
+mkdir -p "$STATE" "$OUT"
+rm -f "$OUT/profile.pb.gz" "$OUT/profile.otlp.pb"
+SOCK="$STATE/collector.sock"
+rm -f "$SOCK"
+
+sym_pid= coll_pid=
+stop_all() {
+	if [ -n "$coll_pid" ] && kill -0 "$coll_pid" 2>/dev/null; then
+		kill -TERM "$coll_pid" 2>/dev/null || true
+		wait "$coll_pid" 2>/dev/null || true
+	fi
+	coll_pid=
+	if [ -n "$sym_pid" ] && kill -0 "$sym_pid" 2>/dev/null; then
+		kill -TERM "$sym_pid" 2>/dev/null || true
+		wait "$sym_pid" 2>/dev/null || true
+	fi
+	sym_pid=
+}
+interrupted=0
+trap 'interrupted=1' INT TERM
+trap stop_all EXIT
+
+"$BUILD/opal-symbolizer" --socket "$SOCK" --state-dir "$STATE" --out-dir "$OUT" \
+	--whole-run --user "$RUN_USER" &
+sym_pid=$!
+for _ in $(seq 50); do
+	[ -S "$SOCK" ] && break
+	kill -0 "$sym_pid" 2>/dev/null || die "opal-symbolizer exited at startup (see its messages above)"
+	sleep 0.1
+done
+[ -S "$SOCK" ] || die "opal-symbolizer did not create $SOCK"
+
+"$BUILD/opal-collector" --socket "$SOCK" --frequency "$FREQUENCY" --interval "$INTERVAL" &
+coll_pid=$!
+
+echo "make run: profiling this machine for ${DURATION}s at ${FREQUENCY} Hz (Ctrl-C stops early)" >&2
+end=$((SECONDS + DURATION))
+while [ "$interrupted" -eq 0 ] && [ $SECONDS -lt $end ]; do
+	kill -0 "$coll_pid" 2>/dev/null || { wait "$coll_pid" || true; coll_pid=; die "opal-collector exited early (see its messages above)"; }
+	sleep 0.2 || true
+done
+stop_all
+trap - INT TERM
+
+[ -s "$OUT/profile.pb.gz" ] || die "$OUT/profile.pb.gz was not written"
+[ -s "$OUT/profile.otlp.pb" ] || die "$OUT/profile.otlp.pb was not written"
+"$BUILD/opal-report" top -n 20 "$OUT/profile.pb.gz"
+"$BUILD/opal-report" check "$OUT/profile.pb.gz" || die "the profile is incomplete (see above)"
+echo "make run: wrote $OUT/profile.pb.gz (pprof), $OUT/profile.otlp.pb (OTLP) and $OUT/intervals/" >&2

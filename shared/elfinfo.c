@@ -1,0 +1,124 @@
+/* PT_LOAD table and GNU build ID of an ELF file, via libelf. */
+#include "elfinfo.h"
+
+#include <errno.h>
+#include <string.h>
+#include <gelf.h>
+#include <libelf.h>
+
+#define MAX_NOTE_BYTES (1u << 20)   /* a PT_NOTE larger than this is ignored */
+
+static void read_build_id(Elf *elf, size_t phnum, struct opal_elf_info *out)
+{
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
+			continue;
+		if (ph.p_filesz == 0 || ph.p_filesz > MAX_NOTE_BYTES)
+			continue;
+		Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
+						   ELF_T_NHDR);
+		if (!d)
+			continue;
+		size_t off = 0, name_off, desc_off;
+		GElf_Nhdr nh;
+		while (off < d->d_size &&
+		       (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 &&
+			    nh.n_descsz > 0 && nh.n_descsz <= OPAL_BUILD_ID_MAX) {
+				memcpy(out->build_id, (char *)d->d_buf + desc_off, nh.n_descsz);
+				out->build_id_len = nh.n_descsz;
+				return;
+			}
+		}
+	}
+}
+
+int opal_elf_info_from_fd(int fd, struct opal_elf_info *out)
+{
+	GElf_Ehdr eh;
+	size_t phnum;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOEXEC;
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf)
+		return -ENOEXEC;
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+	    elf_getphdrnum(elf, &phnum) != 0) {
+		err = -ENOEXEC;
+		goto out;
+	}
+	out->e_type = eh.e_type;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph)) {
+			err = -ENOEXEC;
+			goto out;
+		}
+		if (ph.p_type != PT_LOAD)
+			continue;
+		if (out->n_loads == OPAL_ELF_MAX_LOADS) {
+			err = -E2BIG;
+			goto out;
+		}
+		out->loads[out->n_loads++] = (struct opal_load_segment){
+			.vaddr = ph.p_vaddr, .offset = ph.p_offset, .filesz = ph.p_filesz,
+			.memsz = ph.p_memsz, .flags = ph.p_flags,
+		};
+	}
+	read_build_id(elf, phnum, out);
+out:
+	elf_end(elf);
+	return err;
+}
+
+static uint64_t seg_span(const struct opal_load_segment *s)
+{
+	return s->filesz > s->memsz ? s->filesz : s->memsz;
+}
+
+int opal_elf_offset_to_vaddr(const struct opal_elf_info *info, uint64_t off, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < info->n_loads; i++) {
+		const struct opal_load_segment *s = &info->loads[i];
+		if (off >= s->offset && off - s->offset < seg_span(s)) {
+			*vaddr = off - s->offset + s->vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int opal_elf_load_bias(const struct opal_elf_info *info, uint64_t start, uint64_t limit,
+		       uint64_t file_offset, uint64_t *bias)
+{
+	const struct opal_load_segment *best = NULL;
+	uint64_t best_overlap = 0;
+	uint64_t map_lo = file_offset, map_hi = file_offset + (limit - start);
+
+	for (size_t i = 0; i < info->n_loads; i++) {
+		const struct opal_load_segment *s = &info->loads[i];
+		/* mmap rounds p_offset down to a page: compare page-aligned ranges. */
+		uint64_t lo = s->offset & ~(uint64_t)0xfff, hi = s->offset + seg_span(s);
+		uint64_t a = lo > map_lo ? lo : map_lo, b = hi < map_hi ? hi : map_hi;
+		if (a >= b)
+			continue;
+		uint64_t overlap = b - a;
+		bool better = overlap > best_overlap ||
+			      (overlap == best_overlap && best && !(best->flags & PF_X) &&
+			       (s->flags & PF_X));
+		if (!best || better) {
+			best = s;
+			best_overlap = overlap;
+		}
+	}
+	if (!best)
+		return -ENOENT;
+	/* runtime = start + (off - file_offset); vaddr = off - p_offset + p_vaddr */
+	*bias = start - file_offset + best->offset - best->vaddr;
+	return 0;
+}

@@ -1,0 +1,195 @@
+/* Frames of the wire protocol: "OPAL" | u32 length | Envelope, with an
+ * optional SCM_RIGHTS descriptor on the frame's first byte. */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* Writes iov fully; the descriptor rides on the first sendmsg only. */
+static int send_all(int sock, struct iovec *iov, int iovcnt, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	bool fd_pending = fd >= 0;
+
+	while (iovcnt > 0) {
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
+		if (fd_pending) {
+			memset(cbuf, 0, sizeof(cbuf));
+			mh.msg_control = cbuf;
+			mh.msg_controllen = sizeof(cbuf);
+			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		}
+		ssize_t w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		fd_pending = false;
+		size_t left = (size_t)w;
+		while (iovcnt > 0 && left >= iov->iov_len) {
+			left -= iov->iov_len;
+			iov++;
+			iovcnt--;
+		}
+		if (iovcnt > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + left;
+			iov->iov_len -= left;
+		}
+	}
+	return 0;
+}
+
+int opal_wire_send(int sock, Opal__Wire__V1__Envelope *env, int fd)
+{
+	uint8_t hdr[OPAL_WIRE_HDR_LEN];
+	size_t len;
+	uint8_t *buf;
+	int err;
+
+	env->version = OPAL_WIRE_VERSION;
+	len = opal__wire__v1__envelope__get_packed_size(env);
+	if (len > OPAL_WIRE_MAX_FRAME)
+		return -EMSGSIZE;
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	opal__wire__v1__envelope__pack(env, buf);
+	put_le32(hdr, OPAL_WIRE_MAGIC);
+	put_le32(hdr + 4, (uint32_t)len);
+	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { buf, len } };
+	err = send_all(sock, iov, 2, fd);
+	free(buf);
+	return err;
+}
+
+void opal_wire_reader_init(struct opal_wire_reader *r, int sock)
+{
+	memset(r, 0, sizeof(*r));
+	r->sock = sock;
+}
+
+static void take_fds(struct opal_wire_reader *r, struct msghdr *mh)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (r->nfds < OPAL_WIRE_MAX_FDS) {
+				r->fds[r->nfds++] = fd;
+			} else {
+				close(fd);
+				r->fds_dropped++;
+			}
+		}
+	}
+}
+
+/* Reads exactly len bytes, collecting descriptors. Returns len, 0 at EOF
+ * before any byte, -ECONNRESET at EOF after some, or -errno. */
+static ssize_t recv_all(struct opal_wire_reader *r, uint8_t *buf, size_t len)
+{
+	size_t got = 0;
+	char cbuf[CMSG_SPACE(sizeof(int) * OPAL_WIRE_MAX_FDS)];
+
+	while (got < len) {
+		struct iovec iov = { buf + got, len - got };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+		ssize_t n = recvmsg(r->sock, &mh, MSG_CMSG_CLOEXEC);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EWOULDBLOCK && got > 0)
+				return -ECONNRESET;   /* a stalled peer mid-frame */
+			return -errno;
+		}
+		take_fds(r, &mh);
+		if (n == 0)
+			return got ? -ECONNRESET : 0;
+		got += (size_t)n;
+	}
+	return (ssize_t)len;
+}
+
+static int claim_fd(struct opal_wire_reader *r)
+{
+	if (r->nfds == 0)
+		return -1;
+	int fd = r->fds[0];
+	memmove(r->fds, r->fds + 1, (r->nfds - 1) * sizeof(int));
+	r->nfds--;
+	return fd;
+}
+
+int opal_wire_recv(struct opal_wire_reader *r, Opal__Wire__V1__Envelope **env, int *fd)
+{
+	uint8_t hdr[OPAL_WIRE_HDR_LEN];
+	ssize_t n;
+
+	*env = NULL;
+	*fd = -1;
+	n = recv_all(r, hdr, sizeof(hdr));
+	if (n <= 0)
+		return (int)n;
+	if (get_le32(hdr) != OPAL_WIRE_MAGIC)
+		return -EPROTO;
+	uint32_t len = get_le32(hdr + 4);
+	if (len > OPAL_WIRE_MAX_FRAME)
+		return -EPROTO;
+	uint8_t *buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	n = recv_all(r, buf, len);
+	if (n < 0 || (n == 0 && len > 0)) {
+		free(buf);
+		return n < 0 ? (int)n : -ECONNRESET;
+	}
+	int got_fd = claim_fd(r);
+	Opal__Wire__V1__Envelope *e = opal__wire__v1__envelope__unpack(NULL, len, buf);
+	free(buf);
+	if (!e || e->version != OPAL_WIRE_VERSION ||
+	    e->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG__NOT_SET) {
+		if (e)
+			opal__wire__v1__envelope__free_unpacked(e, NULL);
+		if (got_fd >= 0)
+			close(got_fd);
+		r->frames_bad++;
+		return -EBADMSG;
+	}
+	*env = e;
+	*fd = got_fd;
+	return 1;
+}
+
+void opal_wire_reader_close(struct opal_wire_reader *r)
+{
+	while (r->nfds > 0)
+		close(r->fds[--r->nfds]);
+}

@@ -1,0 +1,47 @@
+/* Framing of the collector -> symbolizer protocol (proto/opal/wire.proto,
+ * docs/wire-protocol.md) over a SOCK_STREAM Unix socket, with descriptors
+ * passed as SCM_RIGHTS. */
+#ifndef OPAL_WIRE_H
+#define OPAL_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "opal/wire.pb-c.h"
+
+#define OPAL_WIRE_VERSION    1u
+#define OPAL_WIRE_MAGIC      0x4c41504fu       /* "OPAL" as little-endian bytes */
+#define OPAL_WIRE_HDR_LEN    8u
+#define OPAL_WIRE_MAX_FRAME  (64u << 20)       /* bytes of payload */
+#define OPAL_WIRE_MAX_FDS    8                 /* descriptors queued per reader */
+
+/* Serializes `env` (env->version is set to OPAL_WIRE_VERSION) and writes one
+ * frame, passing `fd` with SCM_RIGHTS when fd >= 0 (the caller keeps its
+ * copy). Blocks until written; retries EINTR and short writes. Returns 0,
+ * -EMSGSIZE over OPAL_WIRE_MAX_FRAME, -EPIPE/-errno on a dead peer. */
+int opal_wire_send(int sock, Opal__Wire__V1__Envelope *env, int fd);
+
+struct opal_wire_reader {
+	int sock;
+	int fds[OPAL_WIRE_MAX_FDS];   /* received, not yet claimed */
+	size_t nfds;
+	uint64_t frames_bad;          /* payloads that failed to unpack */
+	uint64_t fds_dropped;         /* descriptors beyond OPAL_WIRE_MAX_FDS, closed */
+};
+
+void opal_wire_reader_init(struct opal_wire_reader *r, int sock);
+
+/* Reads one frame (blocking; honours the socket's SO_RCVTIMEO). On success
+ * returns 1 and sets *env (free with opal__wire__v1__envelope__free_unpacked
+ * (env, NULL)) and *fd: the descriptor that came with this frame, or -1
+ * (ownership passes to the caller). Returns 0 at a clean EOF between frames,
+ * -EBADMSG for a frame whose payload does not unpack or whose version is
+ * not OPAL_WIRE_VERSION (the frame is consumed, its descriptor closed, the
+ * stream stays usable), -EPROTO for a bad magic or a length over
+ * OPAL_WIRE_MAX_FRAME (the stream is unusable: close it), -ECONNRESET on EOF
+ * inside a frame, -EAGAIN on timeout, or -errno. */
+int opal_wire_recv(struct opal_wire_reader *r, Opal__Wire__V1__Envelope **env, int *fd);
+
+/* Closes descriptors still queued. */
+void opal_wire_reader_close(struct opal_wire_reader *r);
+
+#endif

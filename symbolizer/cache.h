@@ -1,0 +1,39 @@
+/* SQLite cache of symbolization results and of known files, under the
+ * state directory (state.db). Survives restarts. */
+#ifndef OPAL_CACHE_H
+#define OPAL_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "fileid.h"
+#include "symbolize.h"
+
+struct opal_cache;
+
+/* Opens (creating) `path` (e.g. "<state-dir>/state.db"). NULL on error
+ * with errno set and a log line. */
+struct opal_cache *opal_cache_open(const char *path);
+void opal_cache_close(struct opal_cache *c);
+
+/* files table: (file ID, build ID, path, debug quality, reason). */
+int opal_cache_put_file(struct opal_cache *c, const opal_file_id *id, const uint8_t *build_id,
+			size_t build_id_len, const char *path, enum opal_debug_quality q,
+			const char *reason);
+/* Returns 0 and fills *q, or -ENOENT. */
+int opal_cache_get_file_quality(struct opal_cache *c, const opal_file_id *id,
+				enum opal_debug_quality *q);
+
+/* frames table: (file ID, lookup address) -> frames. `addr` is the address
+ * actually looked up (after any -1). Returns 0, -ENOENT for a miss, -errno. */
+int opal_cache_get_frames(struct opal_cache *c, const opal_file_id *id, uint64_t addr,
+			  struct opal_sym_result *out);
+int opal_cache_put_frames(struct opal_cache *c, const opal_file_id *id, uint64_t addr,
+			  const struct opal_sym_result *r);
+/* Drops every cached frame of `id` (better debug data arrived). */
+int opal_cache_invalidate_file(struct opal_cache *c, const opal_file_id *id);
+
+/* Groups many puts into one transaction (much faster); nestable no. */
+int opal_cache_begin(struct opal_cache *c);
+int opal_cache_commit(struct opal_cache *c);
+
+#endif

@@ -1,0 +1,40 @@
+/* Symbolization orchestration: one wire Interval (raw frames) becomes
+ * samples of an opal_profile with symbolized locations. */
+#ifndef OPAL_INGEST_H
+#define OPAL_INGEST_H
+
+#include <stdint.h>
+#include "fileid.h"
+#include "opal/wire.pb-c.h"
+#include "profile.h"
+#include "symbolize.h"
+
+#define OPAL_INGEST_MAX_FRAMES 2048   /* frames per stack; longer stacks are malformed */
+
+/* What one collector connection told us, needed to name things. */
+struct opal_ingest_source {
+	const char *host_name;
+	const char *kernel_build_id_hex;   /* NULL when unknown */
+	/* Called once per interval for each file ID with neither descriptor nor
+	 * cached frames, so that the collector sends it again; may be NULL. */
+	void (*request_file)(void *arg, const opal_file_id *id);
+	void *arg;
+};
+
+struct opal_ingest_stats {
+	uint64_t samples;          /* sample timestamps added */
+	uint64_t frames;
+	uint64_t frames_symbolized;
+	uint64_t frames_malformed; /* bad mapping index etc.: kept as error locations */
+	uint64_t stacks_malformed; /* timestamps/cpus length mismatch, too deep: dropped */
+};
+
+/* Adds every sample of `iv` to `p`, symbolizing through `s`. Samples keep
+ * their per-sample timestamps and CPUs. A malformed stack is dropped and
+ * counted; everything else is kept (unresolved frames as mapping+address).
+ * Accumulates into *stats. Returns 0 or -ENOMEM. */
+int opal_ingest_interval(struct opal_symbolizer *s, const struct opal_ingest_source *src,
+			 const Opal__Wire__V1__Interval *iv, struct opal_profile *p,
+			 struct opal_ingest_stats *stats);
+
+#endif

@@ -1,0 +1,101 @@
+/* Interval and whole-run output files, with rotation. */
+#include "output.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "log.h"
+#include "pprof.h"
+
+#define INTERVAL_PREFIX "interval-"
+#define PPROF_SUFFIX ".pb.gz"
+#define OTLP_SUFFIX ".otlp.pb"
+
+int opal_output_init(struct opal_output *o)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/intervals", o->dir);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int is_interval_pprof(const struct dirent *d)
+{
+	size_t len = strlen(d->d_name), sl = strlen(PPROF_SUFFIX);
+
+	return strncmp(d->d_name, INTERVAL_PREFIX, strlen(INTERVAL_PREFIX)) == 0 && len > sl &&
+	       strcmp(d->d_name + len - sl, PPROF_SUFFIX) == 0;
+}
+
+/* Names sort chronologically (zero-padded start time), so the first entries
+ * of alphasort are the oldest. */
+static void rotate(struct opal_output *o)
+{
+	char dir[4096], path[4400];
+	struct dirent **names;
+	int n;
+
+	snprintf(dir, sizeof(dir), "%s/intervals", o->dir);
+	n = scandir(dir, &names, is_interval_pprof, alphasort);
+	if (n < 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		if ((unsigned)(n - i) > o->keep_intervals) {
+			char *stem = names[i]->d_name;
+			stem[strlen(stem) - strlen(PPROF_SUFFIX)] = '\0';
+			snprintf(path, sizeof(path), "%s/%s%s", dir, stem, PPROF_SUFFIX);
+			unlink(path);
+			snprintf(path, sizeof(path), "%s/%s%s", dir, stem, OTLP_SUFFIX);
+			unlink(path);
+		}
+		free(names[i]);
+	}
+	free(names);
+}
+
+static int write_pair(struct opal_output *o, const struct opal_profile *p, const char *stem)
+{
+	char path[4400];
+	int err;
+
+	snprintf(path, sizeof(path), "%s%s", stem, PPROF_SUFFIX);
+	if ((err = opal_pprof_write(p, path)) < 0) {
+		opal_err("writing %s: %s", path, strerror(-err));
+		return err;
+	}
+	snprintf(path, sizeof(path), "%s%s", stem, OTLP_SUFFIX);
+	if ((err = opal_otlp_write(p, o->otlp, path)) < 0) {
+		opal_err("writing %s: %s", path, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+int opal_output_write_interval(struct opal_output *o, const struct opal_profile *p,
+			       uint64_t start_unix_ns, uint64_t seq)
+{
+	char stem[4200];
+	int err;
+
+	snprintf(stem, sizeof(stem), "%s/intervals/" INTERVAL_PREFIX "%019" PRIu64 "-%06" PRIu64,
+		 o->dir, start_unix_ns, seq);
+	err = write_pair(o, p, stem);
+	if (o->keep_intervals)
+		rotate(o);
+	return err;
+}
+
+int opal_output_write_whole(struct opal_output *o, const struct opal_profile *p)
+{
+	char stem[4200];
+
+	snprintf(stem, sizeof(stem), "%s/profile", o->dir);
+	return write_pair(o, p, stem);
+}

@@ -1,0 +1,135 @@
+/* In-memory profile model shared by the exporters: deduplicated mappings,
+ * functions, locations (with inline line chains) and samples, grouped by
+ * process. Encoded as pprof (pprof.h) and as OTLP profiles (otlp.h). */
+#ifndef OPAL_PROFILE_H
+#define OPAL_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum opal_frame_type { OPAL_FRAME_NATIVE = 0, OPAL_FRAME_KERNEL = 1 };
+
+struct opal_profile;
+
+/* Creates an empty profile. `period_ns` is the sampling period (1e9/Hz).
+ * NULL on ENOMEM. */
+struct opal_profile *opal_profile_new(uint64_t period_ns);
+void opal_profile_free(struct opal_profile *p);
+
+/* Sets the profile's time range (Unix ns); widened by later calls. */
+void opal_profile_set_time(struct opal_profile *p, uint64_t start_unix_ns, uint64_t end_unix_ns);
+
+struct opal_profile_mapping {
+	uint64_t start, limit, file_offset;  /* runtime range and offset */
+	const char *filename;                /* path, or "[kernel.kallsyms]" */
+	const char *build_id_gnu;            /* lowercase hex or NULL */
+	const char *file_id_htlhash;         /* 32 lowercase hex or NULL */
+	bool has_functions, has_filenames, has_line_numbers, has_inline_frames;
+};
+
+/* Interns a mapping (deduplicated on every field); strings are copied.
+ * Returns its 1-based id, or 0 on ENOMEM. */
+uint32_t opal_profile_mapping(struct opal_profile *p, const struct opal_profile_mapping *m);
+
+struct opal_profile_line {
+	const char *function;   /* may be NULL (unknown) */
+	const char *filename;   /* may be NULL */
+	int64_t line;           /* 0 unknown */
+};
+
+/* Interns a location: runtime `address` in `mapping_id` (0 = none), with
+ * `n_lines` lines innermost inlined callee first (n_lines 0 for an
+ * unsymbolized frame). Returns its 1-based id, 0 on ENOMEM. */
+uint32_t opal_profile_location(struct opal_profile *p, uint32_t mapping_id, uint64_t address,
+			       enum opal_frame_type type, const struct opal_profile_line *lines,
+			       size_t n_lines);
+
+struct opal_profile_process {
+	uint32_t pid;
+	const char *executable_name;   /* basename of the executable */
+	const char *executable_path;
+	const char *service_name;      /* NULL: unknown_service:<executable_name> */
+	const char *container_id;      /* NULL when none */
+	const char *host_name;
+};
+
+/* Interns a process (key: pid + executable path). Returns 1-based id, 0 on
+ * ENOMEM. */
+uint32_t opal_profile_process(struct opal_profile *p, const struct opal_profile_process *proc);
+
+/* Adds one stack sampled `n_times` times: `location_ids` leaf first
+ * (n_locations), with per-sample `timestamps_unix_ns` and `cpus`
+ * (n_times each). Identical (process, tid, stack) are merged. Returns 0,
+ * -ENOMEM, -EINVAL (unknown process or location id, n_times 0) or -E2BIG
+ * (a bound below exceeded); on error nothing is added. */
+int opal_profile_add_sample(struct opal_profile *p, uint32_t process_id, uint32_t tid,
+			    const char *thread_name, const uint32_t *location_ids,
+			    size_t n_locations, const uint64_t *timestamps_unix_ns,
+			    const uint32_t *cpus, size_t n_times);
+
+/* Totals, for logs and checks: the number of sampling events (the sum of
+ * n_times over every add_sample call that succeeded). */
+size_t opal_profile_sample_count(const struct opal_profile *p);
+
+/* ---- Bounds (profile.c). Interning calls beyond them fail (0 / -E2BIG
+ * with errno E2BIG) and leave the profile unchanged. */
+#define OPAL_PROFILE_MAX_STRINGS    (1u << 22)  /* distinct strings */
+#define OPAL_PROFILE_MAX_STRLEN     (64u << 10) /* bytes per string */
+#define OPAL_PROFILE_MAX_MAPPINGS   (1u << 20)
+#define OPAL_PROFILE_MAX_LOCATIONS  (1u << 22)
+#define OPAL_PROFILE_MAX_LINES      64          /* inline depth per location */
+#define OPAL_PROFILE_MAX_PROCESSES  (1u << 16)
+#define OPAL_PROFILE_MAX_SAMPLES    (1u << 22)  /* distinct (process, tid, stack) */
+#define OPAL_PROFILE_MAX_STACK      1024        /* locations per stack */
+#define OPAL_PROFILE_MAX_EVENTS     (1u << 24)  /* sum of n_times */
+
+/* ---- Read access for the exporters. Ids are dense: 1 .. opal_profile_n_*().
+ * Returned pointers and strings are owned by the profile and stay valid
+ * until opal_profile_free. */
+
+uint64_t opal_profile_period_ns(const struct opal_profile *p);
+
+/* The range set with opal_profile_set_time; when never set, the range of the
+ * sample timestamps ([min, max + period]); both 0 for an empty profile. */
+void opal_profile_time(const struct opal_profile *p, uint64_t *start_unix_ns,
+		       uint64_t *end_unix_ns);
+
+size_t opal_profile_n_mappings(const struct opal_profile *p);
+/* NULL when `id` is 0 or out of range. */
+const struct opal_profile_mapping *opal_profile_get_mapping(const struct opal_profile *p,
+							    uint32_t id);
+
+struct opal_profile_location_info {
+	uint32_t mapping_id;                   /* 0: none */
+	uint64_t address;                      /* runtime address */
+	enum opal_frame_type type;
+	const struct opal_profile_line *lines; /* n_lines, innermost inlined first */
+	size_t n_lines;
+};
+size_t opal_profile_n_locations(const struct opal_profile *p);
+/* Returns 0, or -ENOENT when `id` is 0 or out of range. */
+int opal_profile_get_location(const struct opal_profile *p, uint32_t id,
+			      struct opal_profile_location_info *out);
+
+size_t opal_profile_n_processes(const struct opal_profile *p);
+/* NULL when `id` is 0 or out of range. */
+const struct opal_profile_process *opal_profile_get_process(const struct opal_profile *p,
+							    uint32_t id);
+
+struct opal_profile_sample_info {
+	uint32_t process_id, tid;
+	const char *thread_name;               /* first one given; may be NULL */
+	const uint32_t *location_ids;          /* n_locations, leaf first */
+	size_t n_locations;
+	const uint64_t *timestamps_unix_ns;    /* n_times, in arrival order */
+	const uint32_t *cpus;                  /* n_times, cpus[i] for timestamps[i] */
+	size_t n_times;
+};
+/* Number of distinct (process, tid, stack) samples. */
+size_t opal_profile_n_samples(const struct opal_profile *p);
+/* `index` is 0-based. Returns 0, or -ENOENT when out of range. */
+int opal_profile_get_sample(const struct opal_profile *p, size_t index,
+			    struct opal_profile_sample_info *out);
+
+#endif

@@ -1,0 +1,320 @@
+/* Collector connections: Hello, FileInfo (+ descriptor), Interval -> Ack. */
+#include "server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include "ingest.h"
+#include "log.h"
+#include "wire.h"
+
+#define RECV_TIMEOUT_S 5
+#define DRAIN_MS 3000
+
+struct conn {
+	int fd;
+	struct opal_wire_reader rd;
+	bool hello;
+	uint32_t collector_pid;
+	uint64_t period_ns;
+	char host_name[256];
+	char kernel_build_id[2 * OPAL_BUILD_ID_MAX + 1];
+	uint64_t intervals, duplicates;
+};
+
+struct server {
+	const struct opal_server_config *cfg;
+	struct conn conns[OPAL_SERVER_MAX_CONNS];
+	struct opal_profile *whole;
+	uint64_t malformed;
+};
+
+static void conn_close(struct conn *c)
+{
+	opal_wire_reader_close(&c->rd);
+	close(c->fd);
+	c->fd = -1;
+}
+
+static bool peer_allowed(const struct opal_server_config *cfg, int fd, struct ucred *cred)
+{
+	socklen_t len = sizeof(*cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) < 0)
+		return false;
+	if (cred->uid == 0)
+		return true;
+	for (size_t i = 0; i < cfg->n_allow; i++)
+		if (cfg->allow_uids[i] == cred->uid)
+			return true;
+	return false;
+}
+
+static void accept_one(struct server *sv)
+{
+	struct ucred cred;
+	int fd = accept4(sv->cfg->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (!peer_allowed(sv->cfg, fd, &cred)) {
+		opal_warn("refusing collector connection from pid %d uid %u (allowed: 0 and --allow-uid)",
+			  (int)cred.pid, (unsigned)cred.uid);
+		close(fd);
+		return;
+	}
+	for (int i = 0; i < OPAL_SERVER_MAX_CONNS; i++) {
+		struct conn *c = &sv->conns[i];
+		if (c->fd >= 0)
+			continue;
+		memset(c, 0, sizeof(*c));
+		c->fd = fd;
+		struct timeval tv = { .tv_sec = RECV_TIMEOUT_S };
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		opal_wire_reader_init(&c->rd, fd);
+		opal_info("collector connected (pid %d)", (int)cred.pid);
+		return;
+	}
+	opal_warn("too many collector connections (%d); refusing pid %d", OPAL_SERVER_MAX_CONNS,
+		  (int)cred.pid);
+	close(fd);
+}
+
+static void request_file(void *arg, const opal_file_id *id)
+{
+	struct conn *c = arg;
+	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
+	Opal__Wire__V1__FileRequest req = OPAL__WIRE__V1__FILE_REQUEST__INIT;
+
+	req.kind = OPAL__WIRE__V1__FILE_KIND__FILE_KIND_ELF;
+	req.file_id.data = (uint8_t *)id->b;
+	req.file_id.len = OPAL_FILE_ID_LEN;
+	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_FILE_REQUEST;
+	env.file_request = &req;
+	opal_wire_send(c->fd, &env, -1);
+}
+
+static void send_ack(struct conn *c, uint64_t run_id, uint64_t seq)
+{
+	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
+	Opal__Wire__V1__Ack ack = OPAL__WIRE__V1__ACK__INIT;
+	int err;
+
+	ack.run_id = run_id;
+	ack.seq = seq;
+	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_ACK;
+	env.ack = &ack;
+	if ((err = opal_wire_send(c->fd, &env, -1)) < 0)
+		opal_warn("ack of interval %" PRIu64 " not sent: %s", seq, strerror(-err));
+}
+
+static void on_hello(struct conn *c, const Opal__Wire__V1__Hello *h)
+{
+	c->hello = true;
+	c->collector_pid = h->collector_pid;
+	c->period_ns = h->period_ns ? h->period_ns : 50000000;
+	snprintf(c->host_name, sizeof(c->host_name), "%s", h->hostname ? h->hostname : "");
+	c->kernel_build_id[0] = '\0';
+	if (h->kernel_build_id.len > 0 && h->kernel_build_id.len <= OPAL_BUILD_ID_MAX)
+		opal_hex_encode(h->kernel_build_id.data, h->kernel_build_id.len, c->kernel_build_id);
+	opal_info("collector pid %u on %s: kernel %s, %u Hz", h->collector_pid, c->host_name,
+		  h->kernel_release ? h->kernel_release : "?", h->frequency_hz);
+}
+
+static void on_file(struct server *sv, const Opal__Wire__V1__FileInfo *fi, int fd)
+{
+	struct opal_symbolizer *sym = sv->cfg->sym;
+	opal_file_id id;
+	int err;
+
+	if (fi->kind == OPAL__WIRE__V1__FILE_KIND__FILE_KIND_KALLSYMS) {
+		if (fd < 0) {
+			opal_warn("collector sent no kallsyms descriptor: %s",
+				  fi->error ? fi->error : "no reason given");
+			return;
+		}
+		err = opal_symbolizer_set_kallsyms(sym, fd);
+		if (err < 0)
+			opal_warn("kallsyms unusable: %s: kernel frames stay raw addresses",
+				  strerror(-err));
+		else
+			opal_info("kallsyms: %d kernel symbols", err);
+		return;
+	}
+	if (fi->file_id.len != OPAL_FILE_ID_LEN) {
+		sv->malformed++;
+		opal_warn("FileInfo with a %zu-byte file ID dropped", fi->file_id.len);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	memcpy(id.b, fi->file_id.data, OPAL_FILE_ID_LEN);
+	if (fd < 0) {
+		opal_debug("file %s has no descriptor: %s", fi->path ? fi->path : "?",
+			   fi->error ? fi->error : "");
+		return;
+	}
+	err = opal_symbolizer_add_file(sym, &id, fd, fi->gnu_build_id.data, fi->gnu_build_id.len,
+				       fi->path);
+	if (err < 0)
+		opal_warn("file %s not registered: %s", fi->path ? fi->path : "?", strerror(-err));
+}
+
+static void on_interval(struct server *sv, struct conn *c, const Opal__Wire__V1__Interval *iv)
+{
+	const struct opal_server_config *cfg = sv->cfg;
+	struct opal_ingest_source src = {
+		.host_name = c->host_name,
+		.kernel_build_id_hex = c->kernel_build_id[0] ? c->kernel_build_id : NULL,
+		.request_file = request_file, .arg = c,
+	};
+	struct opal_ingest_stats st = { 0 };
+	struct opal_profile *p;
+
+	if (!c->hello) {
+		sv->malformed++;
+		opal_warn("interval before Hello dropped");
+		return;
+	}
+	if (opal_ledger_seen(cfg->ledger, iv->run_id, iv->seq)) {
+		c->duplicates++;
+		opal_info("interval %" PRIu64 " of run %016" PRIx64 " already written; acknowledging",
+			  iv->seq, iv->run_id);
+		send_ack(c, iv->run_id, iv->seq);
+		return;
+	}
+	p = opal_profile_new(c->period_ns);
+	if (!p || opal_ingest_interval(cfg->sym, &src, iv, p, &st) < 0) {
+		opal_err("interval %" PRIu64 ": out of memory; not acknowledged", iv->seq);
+		opal_profile_free(p);
+		return;
+	}
+	if (opal_output_write_interval(cfg->out, p, iv->start_unix_ns, iv->seq) < 0) {
+		opal_profile_free(p);
+		return;   /* not acknowledged: the collector keeps it and re-sends */
+	}
+	opal_profile_free(p);
+	if (cfg->whole_run) {
+		struct opal_ingest_stats ignored = { 0 };
+		if (!sv->whole)
+			sv->whole = opal_profile_new(c->period_ns);
+		if (!sv->whole || opal_ingest_interval(cfg->sym, &src, iv, sv->whole, &ignored) < 0 ||
+		    opal_output_write_whole(cfg->out, sv->whole) < 0)
+			opal_err("whole-run profile not updated for interval %" PRIu64, iv->seq);
+	}
+	if (opal_ledger_record(cfg->ledger, iv->run_id, iv->seq) < 0)
+		opal_warn("interval %" PRIu64 " written but not recorded in the ledger", iv->seq);
+	c->intervals++;
+	send_ack(c, iv->run_id, iv->seq);
+	opal_info("interval %" PRIu64 "%s: %" PRIu64 " samples, %" PRIu64 "/%" PRIu64
+		  " frames symbolized, %" PRIu64 " idle, %" PRIu64 " malformed stacks",
+		  iv->seq, iv->final ? " (final)" : "", st.samples, st.frames_symbolized, st.frames,
+		  iv->idle_samples, st.stacks_malformed);
+}
+
+/* Reads and handles one frame. Returns false when the connection is done. */
+static bool serve_one(struct server *sv, struct conn *c)
+{
+	Opal__Wire__V1__Envelope *env;
+	int fd, r = opal_wire_recv(&c->rd, &env, &fd);
+
+	if (r == -EBADMSG) {
+		sv->malformed++;
+		opal_warn("malformed message from collector pid %u dropped", c->collector_pid);
+		return true;
+	}
+	if (r <= 0) {
+		if (r < 0)
+			opal_warn("collector connection: %s", strerror(-r));
+		opal_info("collector pid %u disconnected after %" PRIu64 " intervals",
+			  c->collector_pid, c->intervals);
+		return false;
+	}
+	switch (env->msg_case) {
+	case OPAL__WIRE__V1__ENVELOPE__MSG_HELLO:
+		on_hello(c, env->hello);
+		break;
+	case OPAL__WIRE__V1__ENVELOPE__MSG_FILE:
+		on_file(sv, env->file, fd);
+		fd = -1;
+		break;
+	case OPAL__WIRE__V1__ENVELOPE__MSG_INTERVAL:
+		on_interval(sv, c, env->interval);
+		break;
+	default:
+		sv->malformed++;
+		opal_warn("unexpected message %d from collector dropped", (int)env->msg_case);
+		break;
+	}
+	if (fd >= 0)
+		close(fd);
+	opal__wire__v1__envelope__free_unpacked(env, NULL);
+	return true;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int opal_server_run(const struct opal_server_config *cfg, volatile sig_atomic_t *stop)
+{
+	struct server sv = { .cfg = cfg };
+	int64_t drain_until = 0;
+
+	for (int i = 0; i < OPAL_SERVER_MAX_CONNS; i++)
+		sv.conns[i].fd = -1;
+	for (;;) {
+		struct pollfd pfd[OPAL_SERVER_MAX_CONNS + 1];
+		int idx[OPAL_SERVER_MAX_CONNS + 1], n = 0;
+
+		if (*stop && !drain_until)
+			drain_until = now_ms() + DRAIN_MS;
+		if (!drain_until) {
+			pfd[n] = (struct pollfd){ .fd = cfg->listen_fd, .events = POLLIN };
+			idx[n++] = -1;
+		}
+		for (int i = 0; i < OPAL_SERVER_MAX_CONNS; i++) {
+			if (sv.conns[i].fd < 0)
+				continue;
+			pfd[n] = (struct pollfd){ .fd = sv.conns[i].fd, .events = POLLIN };
+			idx[n++] = i;
+		}
+		/* Draining: stop once nothing more is readable right now. */
+		int timeout = drain_until ? 200 : 500;
+		int r = poll(pfd, (nfds_t)n, timeout);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (drain_until && (r <= 0 || now_ms() > drain_until))
+			break;
+		for (int k = 0; r > 0 && k < n; k++) {
+			if (!pfd[k].revents)
+				continue;
+			if (idx[k] < 0) {
+				accept_one(&sv);
+				continue;
+			}
+			struct conn *c = &sv.conns[idx[k]];
+			if (!serve_one(&sv, c))
+				conn_close(c);
+		}
+	}
+	for (int i = 0; i < OPAL_SERVER_MAX_CONNS; i++)
+		if (sv.conns[i].fd >= 0)
+			conn_close(&sv.conns[i]);
+	if (sv.whole)
+		opal_output_write_whole(cfg->out, sv.whole);
+	opal_profile_free(sv.whole);
+	if (sv.malformed)
+		opal_warn("%" PRIu64 " malformed messages dropped in this run", sv.malformed);
+	return 0;
+}
