@@ -12,7 +12,7 @@ FREQUENCY  ?= 20
 INTERVAL   ?= 5
 OUT        ?= out
 
-PKGS       := libbpf libelf libdw sqlite3 libprotobuf-c jansson libmicrohttpd libcurl zlib libcrypto
+PKGS       := libbpf libelf libdw sqlite3 libprotobuf-c jansson libmicrohttpd libcurl zlib libcrypto libseccomp
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -49,6 +49,7 @@ FIXTURES   := $(BUILD)/fixtures/.stamp
 
 .PHONY: all deps run test unit integration fixtures clean
 .DELETE_ON_ERROR:
+.SECONDARY: $(PROTO_C) $(PROTO_H) $(BUILD)/vmlinux.h
 
 all: $(BINS)
 
@@ -59,6 +60,16 @@ deps:
 $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
 	@mkdir -p $(GEN)
 	$(PROTOC_C) --c_out=$(GEN) -Iproto $<
+
+# The flame graph page as a C string: each line of the template becomes a
+# string literal with \, " and ? escaped (? so no trigraph can form).
+$(GEN)/flamegraph_html.h: symbolizer/flamegraph.html
+	@mkdir -p $(GEN)
+	{ echo '/* Generated from symbolizer/flamegraph.html by the Makefile. */'; \
+	  echo 'static const char opal_flamegraph_template[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
+	  echo ';'; } > $@.tmp && mv $@.tmp $@
+$(BUILD)/symbolizer/flamegraph.o: $(GEN)/flamegraph_html.h
 
 $(BUILD)/vmlinux.h:
 	@mkdir -p $(BUILD)
@@ -96,7 +107,7 @@ $(BUILD)/opal-report: $(BUILD)/symbolizer/report_main.o $(LIBSYM) $(LIBSHARED)
 	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 # ---- tests -----------------------------------------------------------------
-$(FIXTURES): $(wildcard tests/fixtures/*) tests/fixtures/build.sh
+$(FIXTURES): $(wildcard tests/fixtures/*/*) tests/fixtures/build.sh
 	tests/fixtures/build.sh $(BUILD)/fixtures
 	@touch $@
 

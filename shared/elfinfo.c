@@ -44,7 +44,9 @@ int opal_elf_info_from_fd(int fd, struct opal_elf_info *out)
 	memset(out, 0, sizeof(*out));
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOEXEC;
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* ELF_C_READ (pread), not mmap: a file truncated under us must give
+	 * an error, not SIGBUS in a root daemon. */
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf)
 		return -ENOEXEC;
 	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||

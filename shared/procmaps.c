@@ -1,6 +1,7 @@
 /* /proc/PID/maps reader (format: proc(5)). */
 #include "procmaps.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,24 +10,56 @@
 
 #define DELETED_SUFFIX " (deleted)"
 
+/* Parses a hex number ending at `stop` (a char that must follow it).
+ * Rejects signs, "0x" prefixes and values beyond 64 bits. */
+static const char *parse_hex(const char *p, char stop, uint64_t *out)
+{
+	char *end;
+
+	if (!isxdigit((unsigned char)*p))
+		return NULL;
+	errno = 0;
+	unsigned long long v = strtoull(p, &end, 16);
+	if (errno == ERANGE || *end != stop || (end - p > 1 && p[1] == 'x'))
+		return NULL;
+	*out = v;
+	return end + 1;
+}
+
+static bool perm_ok(const char *p)
+{
+	return (p[0] == 'r' || p[0] == '-') && (p[1] == 'w' || p[1] == '-') &&
+	       (p[2] == 'x' || p[2] == '-') && (p[3] == 'p' || p[3] == 's') && p[4] == ' ';
+}
+
 int opal_maps_parse_line(const char *line, struct opal_map_entry *out)
 {
-	uint64_t start, limit, offset, inode;
-	unsigned int maj, min;
-	char perms[5];
-	int path_at = -1;
+	uint64_t start, limit, offset, maj, min, inode;
+	const char *p = line;
+	char *end;
 
 	memset(out, 0, sizeof(*out));
-	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n",
-		   &start, &limit, perms, &offset, &maj, &min, &inode, &path_at) < 7)
+	if (!(p = parse_hex(p, '-', &start)) || !(p = parse_hex(p, ' ', &limit)))
 		return -EINVAL;
-	if (limit <= start || strlen(perms) != 4)
+	if (limit <= start || !perm_ok(p))
 		return -EINVAL;
-	if (path_at < 0) {
-		/* %n is not reached when nothing but whitespace trails the inode */
-		path_at = (int)strlen(line);
-	}
-	const char *p = line + path_at;
+	out->readable = p[0] == 'r';
+	out->writable = p[1] == 'w';
+	out->executable = p[2] == 'x';
+	out->shared = p[3] == 's';
+	p += 5;
+	if (!(p = parse_hex(p, ' ', &offset)) || !(p = parse_hex(p, ':', &maj)) ||
+	    !(p = parse_hex(p, ' ', &min)) || maj > UINT32_MAX || min > UINT32_MAX)
+		return -EINVAL;
+	if (!isdigit((unsigned char)*p))
+		return -EINVAL;
+	errno = 0;
+	inode = strtoull(p, &end, 10);
+	if (errno == ERANGE || (*end != ' ' && *end != '\n' && *end != '\0'))
+		return -EINVAL;
+	p = end;
+	while (*p == ' ')
+		p++;
 	size_t len = strcspn(p, "\n");
 	out->path = strndup(p, len);
 	if (!out->path)
@@ -40,12 +73,8 @@ int opal_maps_parse_line(const char *line, struct opal_map_entry *out)
 	out->limit = limit;
 	out->offset = offset;
 	out->inode = inode;
-	out->dev_major = maj;
-	out->dev_minor = min;
-	out->readable = perms[0] == 'r';
-	out->writable = perms[1] == 'w';
-	out->executable = perms[2] == 'x';
-	out->shared = perms[3] == 's';
+	out->dev_major = (uint32_t)maj;
+	out->dev_minor = (uint32_t)min;
 	return 0;
 }
 
@@ -71,7 +100,7 @@ int opal_maps_read(pid_t pid, const char *path, struct opal_map_entry **out, siz
 	}
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
+		return errno == ENOENT && path == pbuf ? -ESRCH : -errno;
 	while (getline(&line, &lcap, f) > 0) {
 		if (len == OPAL_MAPS_MAX_ENTRIES) {
 			err = -E2BIG;
@@ -103,7 +132,8 @@ int opal_maps_read(pid_t pid, const char *path, struct opal_map_entry **out, siz
 		opal_maps_free(v, len);
 		return err;
 	}
-	qsort(v, len, sizeof(*v), cmp_start);
+	if (len > 1)
+		qsort(v, len, sizeof(*v), cmp_start);
 	*out = v;
 	*n = len;
 	return err;

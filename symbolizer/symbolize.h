@@ -44,7 +44,8 @@ enum opal_debug_quality {
 struct opal_symbolizer;
 
 /* Creates a symbolizer; `cache` may be NULL (no persistence) and is
- * borrowed. `max_open_files` bounds the libdwfl handles kept open (LRU).
+ * borrowed. `max_open_files` bounds the libdwfl handles kept open (LRU;
+ * 0 is taken as 1).
  * Returns NULL with errno set on failure. */
 struct opal_symbolizer *opal_symbolizer_new(struct opal_cache *cache, size_t max_open_files);
 void opal_symbolizer_free(struct opal_symbolizer *s);

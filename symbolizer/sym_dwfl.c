@@ -1,0 +1,614 @@
+/* libdwfl sessions for native symbolization (sym_dwfl.h).
+ *
+ * Addresses: the file is reported with dwfl_report_elf(base 0,
+ * add_p_vaddr) rather than dwfl_report_offline, because the offline
+ * reporter places ET_DYN files at a made-up base address; with base 0 the
+ * module bias is 0 for ET_EXEC, PIE and shared libraries alike, so module
+ * addresses are the ELF virtual addresses the collector sends. The bias is
+ * still read back and applied, so a non-zero one could not go unnoticed.
+ *
+ * Inline chains follow eu-addr2line -i: dwarf_getscopes finds the
+ * innermost scope at the PC, dwarf_getscopes_die lists its physical
+ * parents, and every DW_TAG_inlined_subroutine in that list contributes a
+ * frame whose caller line is its DW_AT_call_file/DW_AT_call_line.
+ *
+ * Quality ranking (enum opal_debug_quality): DWARF_INLINE when a bounded
+ * walk of the DWARF finds inlined subroutines or function definitions with
+ * scope children (compiler output with -g or -g1), DWARF_LINES when it
+ * finds line tables but no such scopes (e.g. the assembler's DWARF), else
+ * SYMTAB when a full symbol table exists (.symtab in the file or its debug
+ * file), DYNSYM for .dynsym only, NONE otherwise. */
+#include <dwarf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+
+#include "demangle.h"
+#include "sym_dwfl.h"
+#include "sym_result.h"
+
+/* Bounds on the work a hostile or huge DWARF file can cause. */
+#define SCAN_MAX_UNITS  4096        /* units walked to rank quality */
+#define SCAN_MAX_DIES   200000      /* DIEs walked to rank quality */
+#define SCAN_MAX_DEPTH  32          /* DIE nesting followed while ranking */
+#define CU_INDEX_MAX_UNITS  (1u << 20)
+#define CU_INDEX_MAX_RANGES (1u << 22)
+#define CU_INDEX_BACKSCAN   64      /* overlapping ranges checked per lookup */
+
+/* One address range of a compile unit, for files without .debug_aranges
+ * (clang, rustc), where dwfl_module_addrdie in elfutils 0.188 finds no
+ * CU. */
+struct cu_range {
+	Dwarf_Addr lo, hi;   /* [lo, hi) in DWARF addresses */
+	Dwarf_Off cu_off;    /* offset of the CU DIE */
+};
+
+struct opal_dwfl_file {
+	Dwfl *dwfl;
+	Dwfl_Module *mod;          /* NULL when the file is unusable */
+	GElf_Addr main_bias;       /* module address = ELF vaddr + main_bias */
+	Dwarf *dwarf;              /* NULL without usable DWARF */
+	Dwarf_Addr dwarf_bias;     /* DWARF address = module address - dwarf_bias */
+	enum opal_debug_quality quality;
+	char reason[160];
+	bool cu_index_built;
+	struct cu_range *cu_ranges;
+	size_t n_cu_ranges;
+};
+
+/* NULL selects libdwfl's default search path (":.debug:/usr/lib/debug"). */
+static char *debuginfo_path;
+
+static const Dwfl_Callbacks offline_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = &debuginfo_path,
+};
+
+/* True when the unit holds an inlined subroutine or a function definition
+ * with children (parameters, locals, blocks), which compilers emit and
+ * assemblers do not. `*budget` counts down the DIEs visited across
+ * units. */
+static bool unit_has_scopes(Dwarf_Die *cudie, size_t *budget)
+{
+	Dwarf_Die stack[SCAN_MAX_DEPTH];
+	size_t depth = 0;
+
+	if (dwarf_child(cudie, &stack[0]) != 0)
+		return false;
+	depth = 1;
+	while (depth > 0 && *budget > 0) {
+		Dwarf_Die *d = &stack[depth - 1];
+		Dwarf_Attribute a;
+		(*budget)--;
+		int tag = dwarf_tag(d);
+		if (tag == DW_TAG_inlined_subroutine)
+			return true;
+		if (tag == DW_TAG_subprogram && dwarf_haschildren(d) > 0 &&
+		    !dwarf_attr(d, DW_AT_declaration, &a))
+			return true;
+		if (depth < SCAN_MAX_DEPTH && dwarf_haschildren(d) > 0 &&
+		    dwarf_child(d, &stack[depth]) == 0) {
+			depth++;
+			continue;
+		}
+		while (depth > 0) {
+			Dwarf_Die sib;
+			if (dwarf_siblingof(&stack[depth - 1], &sib) == 0) {
+				stack[depth - 1] = sib;
+				break;
+			}
+			depth--;
+		}
+	}
+	return false;
+}
+
+static enum opal_debug_quality rank_dwarf(Dwarf *dw)
+{
+	Dwarf_CU *cu = NULL, *next;
+	Dwarf_Half version;
+	uint8_t unit_type;
+	Dwarf_Die cudie, subdie;
+	size_t units = 0, budget = SCAN_MAX_DIES;
+	bool lines = false;
+
+	while (units++ < SCAN_MAX_UNITS && budget > 0 &&
+	       dwarf_get_units(dw, cu, &next, &version, &unit_type, &cudie, &subdie) == 0) {
+		Dwarf_Attribute a;
+		cu = next;
+		if (unit_type != DW_UT_compile && unit_type != DW_UT_partial)
+			continue;
+		if (dwarf_attr(&cudie, DW_AT_stmt_list, &a))
+			lines = true;
+		if (unit_has_scopes(&cudie, &budget))
+			return OPAL_DEBUG_DWARF_INLINE;
+	}
+	return lines ? OPAL_DEBUG_DWARF_LINES : OPAL_DEBUG_NONE;
+}
+
+static enum opal_debug_quality rank_symbols(Dwfl_Module *mod, const char **what)
+{
+	GElf_Addr bias;
+	Elf *elf = dwfl_module_getelf(mod, &bias);
+	bool has_symtab = false;
+	size_t n_dynsym = 0;
+	Elf_Scn *scn = NULL;
+
+	while (elf && (scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_entsize == 0)
+			continue;
+		if (sh.sh_type == SHT_SYMTAB && sh.sh_size / sh.sh_entsize > 1)
+			has_symtab = true;
+		else if (sh.sh_type == SHT_DYNSYM)
+			n_dynsym = sh.sh_size / sh.sh_entsize;
+	}
+	int n = dwfl_module_getsymtab(mod);
+	if (n <= 1) {
+		*what = "no symbols";
+		return OPAL_DEBUG_NONE;
+	}
+	/* More symbols than .dynsym holds means libdwfl found a full table
+	 * elsewhere (a debug file, or MiniDebugInfo's .gnu_debugdata). */
+	if (has_symtab || (size_t)n > n_dynsym) {
+		*what = ".symtab without DWARF";
+		return OPAL_DEBUG_SYMTAB;
+	}
+	*what = ".dynsym only";
+	return OPAL_DEBUG_DYNSYM;
+}
+
+static void set_unusable(struct opal_dwfl_file *f, const char *why)
+{
+	f->mod = NULL;
+	f->quality = OPAL_DEBUG_NONE;
+	snprintf(f->reason, sizeof(f->reason), "%s", why);
+}
+
+int opal_dwfl_open(int fd, const char *name, struct opal_dwfl_file **out)
+{
+	*out = NULL;
+	struct opal_dwfl_file *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->dwfl = dwfl_begin(&offline_callbacks);
+	if (!f->dwfl) {
+		free(f);
+		return -ENOMEM;
+	}
+	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dfd < 0) {
+		int e = errno;
+		dwfl_end(f->dwfl);
+		free(f);
+		return -e;
+	}
+	const char *file_name = name && *name ? name : "[unknown]";
+	Dwfl_Module *mod = dwfl_report_elf(f->dwfl, file_name, file_name, dfd, 0, true);
+	if (!mod) {
+		/* dwfl_report_elf consumes the descriptor only on success. */
+		close(dfd);
+		char why[160];
+		snprintf(why, sizeof(why), "not usable ELF: %s", dwfl_errmsg(-1));
+		set_unusable(f, why);
+		*out = f;
+		return 0;
+	}
+	dwfl_report_end(f->dwfl, NULL, NULL);
+	f->mod = mod;
+
+	GElf_Ehdr eh;
+	Elf *elf = dwfl_module_getelf(mod, &f->main_bias);
+	if (!elf || !gelf_getehdr(elf, &eh)) {
+		set_unusable(f, "no ELF header");
+		*out = f;
+		return 0;
+	}
+	if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) {
+		char why[64];
+		snprintf(why, sizeof(why), "unsupported ELF type %u", (unsigned)eh.e_type);
+		set_unusable(f, why);
+		*out = f;
+		return 0;
+	}
+
+	f->dwarf = dwfl_module_getdwarf(mod, &f->dwarf_bias);
+	if (f->dwarf) {
+		f->quality = rank_dwarf(f->dwarf);
+		if (f->quality == OPAL_DEBUG_DWARF_INLINE)
+			snprintf(f->reason, sizeof(f->reason), "dwarf with inline scopes");
+		else if (f->quality == OPAL_DEBUG_DWARF_LINES)
+			snprintf(f->reason, sizeof(f->reason), "dwarf line tables only");
+		else
+			f->dwarf = NULL;   /* DWARF without units or lines: useless */
+	}
+	if (!f->dwarf) {
+		const char *what;
+		f->quality = rank_symbols(mod, &what);
+		snprintf(f->reason, sizeof(f->reason), "%s", what);
+	}
+	*out = f;
+	return 0;
+}
+
+void opal_dwfl_close(struct opal_dwfl_file *f)
+{
+	if (!f)
+		return;
+	dwfl_end(f->dwfl);   /* closes the duplicated descriptor */
+	free(f->cu_ranges);
+	free(f);
+}
+
+enum opal_debug_quality opal_dwfl_quality(const struct opal_dwfl_file *f, const char **reason)
+{
+	if (reason)
+		*reason = f->reason;
+	return f->quality;
+}
+
+static int cmp_cu_range(const void *a, const void *b)
+{
+	const struct cu_range *x = a, *y = b;
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return (x->hi > y->hi) - (x->hi < y->hi);
+}
+
+/* Builds the sorted CU range index once per session. Failure (ENOMEM)
+ * leaves an empty index: lookups then fall back to symbols. */
+static void build_cu_index(struct opal_dwfl_file *f)
+{
+	Dwarf_CU *cu = NULL, *next;
+	Dwarf_Half version;
+	uint8_t unit_type;
+	Dwarf_Die cudie, subdie;
+	size_t units = 0, cap = 0;
+
+	f->cu_index_built = true;
+	while (units++ < CU_INDEX_MAX_UNITS &&
+	       dwarf_get_units(f->dwarf, cu, &next, &version, &unit_type, &cudie, &subdie) == 0) {
+		cu = next;
+		if (unit_type != DW_UT_compile && unit_type != DW_UT_partial)
+			continue;
+		Dwarf_Addr base, lo, hi;
+		ptrdiff_t off = 0;
+		while ((off = dwarf_ranges(&cudie, off, &base, &lo, &hi)) > 0) {
+			if (hi <= lo)
+				continue;
+			if (f->n_cu_ranges >= CU_INDEX_MAX_RANGES)
+				goto done;
+			if (f->n_cu_ranges == cap) {
+				size_t ncap = cap ? cap * 2 : 64;
+				struct cu_range *r = realloc(f->cu_ranges, ncap * sizeof(*r));
+				if (!r)
+					goto done;
+				f->cu_ranges = r;
+				cap = ncap;
+			}
+			f->cu_ranges[f->n_cu_ranges++] =
+				(struct cu_range){ lo, hi, dwarf_dieoffset(&cudie) };
+		}
+	}
+done:
+	qsort(f->cu_ranges, f->n_cu_ranges, sizeof(*f->cu_ranges), cmp_cu_range);
+}
+
+/* Finds the CU DIE covering module address `addr`; sets *pc to the DWARF
+ * address to use inside it. */
+static bool find_cu(struct opal_dwfl_file *f, Dwarf_Addr addr, Dwarf_Die *cudie, Dwarf_Addr *pc)
+{
+	Dwarf_Addr bias;
+	Dwarf_Die *d = dwfl_module_addrdie(f->mod, addr, &bias);
+	/* libdwfl answers with the CU of the closest .debug_aranges entry
+	 * below the address, even past that entry's end (e.g. for _start
+	 * after main's CU): check the CU's own ranges when it has any. */
+	if (d && (dwarf_haspc(d, addr - bias) > 0 ||
+		  (!dwarf_hasattr(d, DW_AT_low_pc) && !dwarf_hasattr(d, DW_AT_ranges)))) {
+		*cudie = *d;
+		*pc = addr - bias;
+		return true;
+	}
+	if (!f->cu_index_built)
+		build_cu_index(f);
+	Dwarf_Addr p = addr - f->dwarf_bias;
+	size_t lo = 0, hi = f->n_cu_ranges;
+	while (lo < hi) {   /* first range with lo > p */
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->cu_ranges[mid].lo <= p)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo, k = 0; i > 0 && k < CU_INDEX_BACKSCAN; i--, k++) {
+		const struct cu_range *r = &f->cu_ranges[i - 1];
+		if (p >= r->lo && p < r->hi && dwarf_offdie(f->dwarf, r->cu_off, cudie)) {
+			*pc = p;
+			return true;
+		}
+	}
+	return false;
+}
+
+#define QUALIFY_MAX_ORIGINS 8   /* abstract_origin/specification hops */
+#define QUALIFY_MAX_SCOPES  16  /* enclosing namespaces/classes named */
+
+/* Languages whose names are scoped by namespaces/types joined with "::". */
+static bool has_scoped_names(Dwarf_Die *cudie)
+{
+	int lang = dwarf_srclang(cudie);
+	return lang == DW_LANG_C_plus_plus || lang == DW_LANG_C_plus_plus_03 ||
+	       lang == DW_LANG_C_plus_plus_11 || lang == DW_LANG_C_plus_plus_14 ||
+	       lang == DW_LANG_Rust;
+}
+
+/* "ns::Class::name" for a C++/Rust function DIE that has no linkage name
+ * (GCC omits it for functions with internal linkage): the enclosing
+ * namespaces and classes of the declaration that carries the name. */
+static char *qualified_name(Dwarf_Die *die, const char *name)
+{
+	Dwarf_Die decl = *die, next;
+	Dwarf_Attribute a;
+	for (int hop = 0; hop < QUALIFY_MAX_ORIGINS; hop++) {
+		if (dwarf_attr(&decl, DW_AT_abstract_origin, &a) == NULL &&
+		    dwarf_attr(&decl, DW_AT_specification, &a) == NULL)
+			break;
+		if (!dwarf_formref_die(&a, &next))
+			break;
+		decl = next;
+	}
+	Dwarf_Die *scopes = NULL;
+	int n = dwarf_getscopes_die(&decl, &scopes);
+	const char *parts[QUALIFY_MAX_SCOPES];
+	size_t np = 0, len = strlen(name);
+	for (int i = 1; i < n && np < QUALIFY_MAX_SCOPES; i++) {
+		int tag = dwarf_tag(&scopes[i]);
+		if (tag != DW_TAG_namespace && tag != DW_TAG_class_type &&
+		    tag != DW_TAG_structure_type && tag != DW_TAG_union_type)
+			break;
+		const char *p = dwarf_diename(&scopes[i]);
+		parts[np] = p ? p : "(anonymous namespace)";
+		len += strnlen(parts[np], OPAL_SYM_MAX_NAME) + 2;
+		np++;
+	}
+	char *buf = malloc(len + 1), *w = buf;
+	if (buf) {
+		while (np > 0) {
+			np--;
+			size_t l = strnlen(parts[np], OPAL_SYM_MAX_NAME);
+			memcpy(w, parts[np], l);
+			memcpy(w + l, "::", 2);
+			w += l + 2;
+		}
+		strcpy(w, name);
+	}
+	free(scopes);
+	char *out = opal_sym_strdup(buf);
+	free(buf);
+	return out;
+}
+
+/* Demangled linkage name, else the plain name (qualified for C++/Rust),
+ * following abstract origins and specifications (an inlined instance
+ * carries neither itself). */
+static char *die_function_name(Dwarf_Die *die, bool scoped)
+{
+	static const unsigned int linkage[] = { DW_AT_linkage_name, DW_AT_MIPS_linkage_name };
+	Dwarf_Attribute a;
+	for (size_t i = 0; i < sizeof(linkage) / sizeof(linkage[0]); i++) {
+		const char *s = dwarf_formstring(dwarf_attr_integrate(die, linkage[i], &a));
+		if (s && *s)
+			return opal_demangle(s);
+	}
+	const char *s = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &a));
+	if (!s || !*s)
+		return NULL;
+	if (scoped && strnlen(s, OPAL_SYM_MAX_NAME + 1) <= OPAL_SYM_MAX_NAME)
+		return qualified_name(die, s);
+	return opal_sym_strdup(s);
+}
+
+/* Joins a relative source path with the CU's DW_AT_comp_dir, so that
+ * every frame names its file the same way (eu-addr2line -A). */
+static char *source_path(Dwarf_Die *cudie, const char *src)
+{
+	if (!src || !*src || strcmp(src, "???") == 0)
+		return NULL;
+	Dwarf_Attribute a;
+	const char *dir = src[0] == '/' ? NULL :
+		dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &a));
+	if (!dir || !*dir)
+		return opal_sym_strdup(src);
+	size_t dl = strnlen(dir, OPAL_SYM_MAX_NAME), sl = strnlen(src, OPAL_SYM_MAX_NAME);
+	char *buf = malloc(dl + sl + 2);
+	if (!buf)
+		return NULL;
+	memcpy(buf, dir, dl);
+	buf[dl] = '/';
+	memcpy(buf + dl + 1, src, sl);
+	buf[dl + 1 + sl] = '\0';
+	char *out = opal_sym_strdup(buf);
+	free(buf);
+	return out;
+}
+
+/* The line table row holding `pc`: the last row at or below it, provided
+ * that row does not end a sequence (libdw sorts rows by address, with an
+ * end_sequence row before a row starting at the same address). Unlike
+ * dwarf_getsrc_die this never lends the last row of one sequence to the
+ * padding or foreign code that follows it. */
+static bool line_at(Dwarf_Die *cudie, Dwarf_Addr pc, const char **src, int *lineno)
+{
+	Dwarf_Lines *lines;
+	size_t n, lo = 0, hi;
+	if (dwarf_getsrclines(cudie, &lines, &n) != 0 || n == 0)
+		return false;
+	hi = n;
+	while (lo < hi) {   /* first row above pc */
+		size_t mid = lo + (hi - lo) / 2;
+		Dwarf_Addr a;
+		if (dwarf_lineaddr(dwarf_onesrcline(lines, mid), &a) != 0)
+			return false;
+		if (a <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || lo == n)   /* before all rows, or past the last end */
+		return false;
+	Dwarf_Line *l = dwarf_onesrcline(lines, lo - 1);
+	bool end;
+	if (!l || dwarf_lineendsequence(l, &end) != 0 || end)
+		return false;
+	if (dwarf_lineno(l, lineno) != 0 || *lineno <= 0)
+		return false;
+	*src = dwarf_linesrc(l, NULL, NULL);
+	return true;
+}
+
+static bool is_function_scope(int tag)
+{
+	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+	       tag == DW_TAG_entry_point;
+}
+
+/* Fills `out` from the DWARF scopes at `pc` of `cudie`; n stays 0 when no
+ * function scope holds the PC. Returns 0 or -ENOMEM. */
+static int dwarf_frames(Dwarf_Die *cudie, Dwarf_Addr pc, struct opal_sym_result *out)
+{
+	Dwarf_Die *scopes = NULL, *chain = NULL;
+	int ns = dwarf_getscopes(cudie, pc, &scopes);
+	if (ns <= 0) {
+		free(scopes);
+		return 0;
+	}
+	Dwarf_Die innermost = scopes[0];
+	free(scopes);
+	int nc = dwarf_getscopes_die(&innermost, &chain);
+	if (nc <= 0) {
+		free(chain);
+		return 0;
+	}
+
+	bool scoped = has_scoped_names(cudie);
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0;
+	if (dwarf_getsrcfiles(cudie, &files, &nfiles) != 0)
+		files = NULL;
+
+	out->frames = calloc(OPAL_SYM_MAX_FRAMES, sizeof(*out->frames));
+	if (!out->frames) {
+		free(chain);
+		return -ENOMEM;
+	}
+	Dwarf_Die *callee = NULL;   /* previous function scope (inlined) */
+	for (int i = 0; i < nc && out->n < OPAL_SYM_MAX_FRAMES; i++) {
+		Dwarf_Die *d = &chain[i];
+		int tag = dwarf_tag(d);
+		if (!is_function_scope(tag))
+			continue;
+		struct opal_sym_frame *fr = &out->frames[out->n++];
+		fr->inlined = tag == DW_TAG_inlined_subroutine;
+		fr->function = die_function_name(d, scoped);
+		if (!callee) {
+			const char *src;
+			int lineno;
+			if (line_at(cudie, pc, &src, &lineno)) {
+				fr->line = (uint32_t)lineno;
+				fr->file = source_path(cudie, src);
+			}
+		} else {
+			Dwarf_Attribute a;
+			Dwarf_Word cfile, cline;
+			if (dwarf_formudata(dwarf_attr(callee, DW_AT_call_line, &a), &cline) == 0 &&
+			    cline > 0 && cline <= UINT32_MAX)
+				fr->line = (uint32_t)cline;
+			if (files && fr->line &&
+			    dwarf_formudata(dwarf_attr(callee, DW_AT_call_file, &a), &cfile) == 0 &&
+			    cfile < nfiles)
+				fr->file = source_path(cudie, dwarf_filesrc(files, cfile, NULL, NULL));
+		}
+		if (tag != DW_TAG_inlined_subroutine)
+			break;   /* the real function: outer scopes are not callers */
+		callee = d;
+	}
+	free(chain);
+	if (out->n == 0) {
+		free(out->frames);
+		out->frames = NULL;
+	} else if (out->n < OPAL_SYM_MAX_FRAMES) {
+		struct opal_sym_frame *shrunk = realloc(out->frames, out->n * sizeof(*shrunk));
+		if (shrunk)
+			out->frames = shrunk;
+	}
+	return 0;
+}
+
+/* One frame from the ELF symbol table, only when the address lies inside
+ * the symbol: a symbol's name never covers the gap after its end. */
+static int symbol_frame(struct opal_dwfl_file *f, Dwarf_Addr addr, struct opal_sym_result *out)
+{
+	GElf_Off off;
+	GElf_Sym sym;
+	GElf_Word shndx;
+	Elf *elf;
+	Dwarf_Addr bias;
+	const char *name = dwfl_module_addrinfo(f->mod, addr, &off, &sym, &shndx, &elf, &bias);
+	if (!name || !*name)
+		return 0;
+	int type = GELF_ST_TYPE(sym.st_info);
+	if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
+		return 0;
+	if (sym.st_size == 0 ? off != 0 : off >= sym.st_size)
+		return 0;
+	out->frames = calloc(1, sizeof(*out->frames));
+	if (!out->frames)
+		return -ENOMEM;
+	out->frames[0].function = opal_demangle(name);
+	if (!out->frames[0].function) {
+		free(out->frames);
+		out->frames = NULL;
+		return -ENOMEM;
+	}
+	out->n = 1;
+	return 0;
+}
+
+int opal_dwfl_lookup(struct opal_dwfl_file *f, uint64_t vaddr, struct opal_sym_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!f->mod)
+		return 0;
+	Dwarf_Addr addr = vaddr + f->main_bias, pc = 0;
+	Dwarf_Die cudie;
+	bool have_cu = f->dwarf && find_cu(f, addr, &cudie, &pc);
+	if (have_cu) {
+		int r = dwarf_frames(&cudie, pc, out);
+		if (r < 0) {
+			opal_sym_result_free(out);
+			return r;
+		}
+		if (out->n > 0)
+			return 0;
+	}
+	int r = symbol_frame(f, addr, out);
+	if (r == 0 && out->n == 1 && have_cu) {
+		/* Code with line rows but no function DIE (e.g. an alias or a
+		 * function whose DIE lacks ranges): keep its source line. */
+		const char *src;
+		int lineno;
+		if (line_at(&cudie, pc, &src, &lineno)) {
+			out->frames[0].line = (uint32_t)lineno;
+			out->frames[0].file = source_path(&cudie, src);
+		}
+	}
+	return r;
+}

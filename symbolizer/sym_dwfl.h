@@ -1,0 +1,38 @@
+/* One libdwfl session per ELF file: reports the file at its own ELF
+ * virtual addresses, finds separate debug info (dwfl_standard_find_debuginfo:
+ * .gnu_debuglink, /usr/lib/debug/.build-id/xx/yyyy.debug, debuginfod when
+ * DEBUGINFOD_URLS is set), and resolves an address into an inline chain
+ * from DWARF or, without DWARF, into one frame from .symtab/.dynsym. */
+#ifndef OPAL_SYM_DWFL_H
+#define OPAL_SYM_DWFL_H
+
+#include <stdint.h>
+#include "symbolize.h"
+
+struct opal_dwfl_file;
+
+/* Opens a session on a duplicate of `fd` (the caller keeps `fd`; the
+ * session holds its own descriptor until closed). `name` (may be NULL)
+ * is the file's path as the collector saw it; libdwfl uses its directory
+ * to look for .gnu_debuglink files. A file libdwfl cannot use (not ELF,
+ * ET_REL/ET_CORE, ...) still yields a session of quality OPAL_DEBUG_NONE
+ * whose lookups all come back unresolved, so that the reason is recorded.
+ * Returns 0, -ENOMEM, or -errno from dup (e.g. -EMFILE). */
+int opal_dwfl_open(int fd, const char *name, struct opal_dwfl_file **out);
+
+void opal_dwfl_close(struct opal_dwfl_file *f);
+
+/* What the session found (sym_dwfl.c's comment tells how it is ranked).
+ * When `reason` is not NULL, *reason gets a string owned by the session
+ * saying why, e.g. "dwarf with inline scopes" or "not usable ELF: ...". */
+enum opal_debug_quality opal_dwfl_quality(const struct opal_dwfl_file *f, const char **reason);
+
+/* Resolves ELF virtual address `vaddr` (the exact address to look up: the
+ * caller has already applied any return-address -1). Fills `out`
+ * (zeroed first): an inline chain (innermost first, at most
+ * OPAL_SYM_MAX_FRAMES) from DWARF, else the one .symtab/.dynsym symbol
+ * whose [st_value, st_value + st_size) holds the address (a sizeless
+ * symbol only at its exact address), else n = 0. Returns 0 or -ENOMEM. */
+int opal_dwfl_lookup(struct opal_dwfl_file *f, uint64_t vaddr, struct opal_sym_result *out);
+
+#endif

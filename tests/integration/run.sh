@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# End-to-end test: real collector (BPF) and symbolizer profiling the
+# frame-pointer fixtures of tests/fixtures/fp, checked through
+# `opal-report stacks` on the whole-run profile.
+# usage: tests/integration/run.sh BUILD_DIR   (as root)
+# Prints PASS/FAIL per case and ends with "N passed, N failed"; exits
+# non-zero on any failure. Missing prerequisites are failures, not skips.
+# OPAL_IT_KEEP=1 keeps the temp folder (it is always kept on failure).
+set -uo pipefail
+
+build_arg=${1:?usage: run.sh BUILD_DIR}
+passed=0
+failed=0
+
+pass() {
+	echo "PASS $1"
+	passed=$((passed + 1))
+}
+
+fail() {
+	echo "FAIL $1: $2"
+	failed=$((failed + 1))
+}
+
+finish() {
+	echo "$passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+	exit $?
+}
+
+# ---- prerequisites ---------------------------------------------------------
+prereq_ok=1
+need() {   # need NAME CONDITION-MESSAGE (called after a failed test)
+	fail "prerequisite $1" "$2"
+	prereq_ok=0
+}
+
+build=$(cd "$build_arg" 2>/dev/null && pwd) || { need build-dir "no folder $build_arg"; finish; }
+fx=$build/fixtures/fp
+collector=$build/opal-collector
+symbolizer=$build/opal-symbolizer
+report=$build/opal-report
+
+[ "$(id -u)" -eq 0 ] || need root "run as root: the collector loads BPF programs and opens perf events"
+[ -r /sys/kernel/btf/vmlinux ] ||
+	need bpf "/sys/kernel/btf/vmlinux is missing: this kernel has no BTF, BPF CO-RE programs cannot load"
+[ -d /sys/fs/bpf ] || need bpf "/sys/fs/bpf is missing: no BPF support"
+id nobody >/dev/null 2>&1 || need user "user 'nobody' does not exist (the symbolizer drops to it)"
+for b in "$collector" "$symbolizer" "$report"; do
+	[ -x "$b" ] || need binaries "$b is missing: run 'make all'"
+done
+for f in chain libchain.so sysloop; do
+	[ -x "$fx/$f" ] || need fixtures "$fx/$f is missing: run 'make fixtures'"
+done
+[ -r /proc/kallsyms ] || need kallsyms "/proc/kallsyms is not readable"
+[ "$prereq_ok" -eq 1 ] || finish
+
+# ---- run -----------------------------------------------------------------------
+tmp=$(mktemp -d /tmp/opal-it.XXXXXX)
+chmod 0755 "$tmp"
+state=$tmp/state
+out=$tmp/out
+rundir=$tmp/run
+deldir=$tmp/deleted
+mkdir -p "$state" "$out" "$rundir" "$deldir"
+chown nobody "$state" "$out" "$rundir"
+chmod 0777 "$state" "$out" "$rundir"
+sock=$rundir/opal.sock
+echo "integration: working in $tmp"
+
+# Kills this script's own background jobs that are still running (never
+# anything by name).
+cleanup() {
+	local p
+	for p in $(jobs -p); do
+		kill -KILL "$p" 2>/dev/null || true
+	done
+}
+trap cleanup EXIT
+
+# Waits up to $2 seconds for process $1 to exit; sets wait_rc (124 on timeout).
+wait_for_exit() {
+	local pid=$1 limit=$2 i
+	for ((i = 0; i < limit * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		wait_rc=124
+		return
+	fi
+	wait "$pid"
+	wait_rc=$?
+}
+
+show_log() {
+	echo "---- $1 (last 30 lines)"
+	tail -n 30 "$2" 2>/dev/null | sed 's/^/    /'
+}
+
+"$symbolizer" --socket "$sock" --state-dir "$state" --out-dir "$out" --user nobody --whole-run \
+	>"$tmp/symbolizer.log" 2>&1 &
+sym_pid=$!
+for _ in $(seq 100); do
+	[ -S "$sock" ] && break
+	kill -0 "$sym_pid" 2>/dev/null || break
+	sleep 0.1
+done
+if [ ! -S "$sock" ]; then
+	fail "symbolizer starts" "no socket $sock after 10 s"
+	show_log symbolizer "$tmp/symbolizer.log"
+	finish
+fi
+pass "symbolizer starts"
+
+# The deleted-binary case: a copy of chain and of libchain.so with a few
+# bytes appended (so their file IDs differ from the originals' and the
+# symbolizer cannot use those), started and deleted before the collector
+# runs, so the collector only ever sees " (deleted)" mappings.
+cp "$fx/chain" "$deldir/chain-deleted"
+cp "$fx/libchain.so" "$deldir/libchain.so"
+printf 'opal integration copy %s\n' "$$" >>"$deldir/chain-deleted"
+printf 'opal integration copy %s\n' "$$" >>"$deldir/libchain.so"
+"$deldir/chain-deleted" 6 >"$tmp/chain-deleted.out" 2>&1 &
+del_pid=$!
+for _ in $(seq 50); do
+	grep -q "$deldir/libchain.so" "/proc/$del_pid/maps" 2>/dev/null && break
+	sleep 0.1
+done
+rm -f "$deldir/chain-deleted" "$deldir/libchain.so"
+if grep -q "chain-deleted (deleted)" "/proc/$del_pid/maps" 2>/dev/null &&
+	grep -q "libchain.so (deleted)" "/proc/$del_pid/maps" 2>/dev/null; then
+	pass "deleted fixture runs from deleted files"
+else
+	fail "deleted fixture runs from deleted files" "pid $del_pid has no deleted mappings"
+fi
+
+"$collector" --socket "$sock" --frequency 99 --interval 2 >"$tmp/collector.log" 2>&1 &
+coll_pid=$!
+sleep 2
+if ! kill -0 "$coll_pid" 2>/dev/null; then
+	wait "$coll_pid"
+	fail "collector starts (BPF available)" "opal-collector exited with status $? within 2 s"
+	show_log collector "$tmp/collector.log"
+	finish
+fi
+pass "collector starts (BPF available)"
+
+"$fx/chain" 4 >"$tmp/chain.out" 2>&1 &
+chain_pid=$!
+"$fx/sysloop" 4 >"$tmp/sysloop.out" 2>&1 &
+sys_pid=$!
+
+fixtures_ok=1
+for spec in "chain:$chain_pid" "sysloop:$sys_pid" "chain-deleted:$del_pid"; do
+	wait_for_exit "${spec#*:}" 30
+	if [ "$wait_rc" -ne 0 ]; then
+		fail "fixture ${spec%%:*} runs" "exit status $wait_rc"
+		fixtures_ok=0
+	fi
+done
+[ "$fixtures_ok" -eq 1 ] && pass "fixtures run"
+sleep 0.5
+
+kill -TERM "$coll_pid" 2>/dev/null
+wait_for_exit "$coll_pid" 30
+if [ "$wait_rc" -eq 0 ]; then
+	pass "collector stops cleanly on SIGTERM"
+else
+	fail "collector stops cleanly on SIGTERM" "exit status $wait_rc"
+	show_log collector "$tmp/collector.log"
+fi
+# Give the symbolizer time for the final interval before stopping it.
+sleep 1
+kill -TERM "$sym_pid" 2>/dev/null
+wait_for_exit "$sym_pid" 60
+if [ "$wait_rc" -eq 0 ]; then
+	pass "symbolizer stops cleanly on SIGTERM"
+else
+	fail "symbolizer stops cleanly on SIGTERM" "exit status $wait_rc"
+	show_log symbolizer "$tmp/symbolizer.log"
+fi
+trap - EXIT
+cleanup
+
+# ---- output ------------------------------------------------------------------
+profile=$out/profile.pb.gz
+if [ -s "$profile" ]; then
+	pass "whole-run profile written"
+else
+	fail "whole-run profile written" "$profile is missing or empty"
+	show_log symbolizer "$tmp/symbolizer.log"
+	echo "integration: kept $tmp"
+	finish
+fi
+if compgen -G "$out/intervals/*.pb.gz" >/dev/null; then
+	pass "interval profiles written"
+else
+	fail "interval profiles written" "no $out/intervals/*.pb.gz"
+fi
+
+if "$report" check "$profile" >"$tmp/check.txt" 2>&1; then
+	pass "opal-report check"
+else
+	fail "opal-report check" "$(head -n 3 "$tmp/check.txt" | tr '\n' ' ')"
+fi
+
+stacks=$tmp/stacks.txt
+if ! "$report" stacks "$profile" >"$stacks" 2>"$tmp/stacks.err"; then
+	fail "opal-report stacks" "$(head -n 3 "$tmp/stacks.err" | tr '\n' ' ')"
+	echo "integration: kept $tmp"
+	finish
+fi
+pass "opal-report stacks"
+
+# Text symbols of the running kernel, to recognise kernel frames.
+awk '$2 ~ /^[tTwW]$/ { print $3 }' /proc/kallsyms | sort -u >"$tmp/kallsyms.txt"
+
+# check_stack PID EXPECTED MIN_PERCENT
+# EXPECTED is "leaf;...;main". Passes when some line of PID starts with
+# exactly EXPECTED, followed only by frames that are not the fixture's own
+# (libc's start code below main), and those lines hold at least
+# MIN_PERCENT of the process's samples.
+check_stack() {
+	local pid=$1 expected=$2 min_pct=$3
+	awk -v pid="$pid" -v want="$expected" -v min_pct="$min_pct" '
+	BEGIN { n_want = split(want, w, ";"); for (i = 1; i <= n_want; i++) own[w[i]] = 1 }
+	{
+		if ($1 != "pid=" pid) next
+		c = $0; sub(/^.* count=/, "", c); cnt = c + 0
+		s = $0; sub(/^[^:]*: /, "", s)
+		total += cnt
+		n = split(s, f, ";")
+		if (n < n_want) next
+		for (i = 1; i <= n_want; i++) if (f[i] != w[i]) next
+		for (i = n_want + 1; i <= n; i++) if (f[i] in own) next
+		good += cnt
+	}
+	END {
+		if (total == 0) { print "no samples of pid " pid; exit 1 }
+		if (good == 0) { print "no stack of pid " pid " is exactly " want " (" total " samples)"; exit 1 }
+		if (good * 100 < total * min_pct) {
+			printf "only %d of %d samples of pid %s have stack %s (want %d%%)\n", good, total, pid, want, min_pct
+			exit 1
+		}
+		printf "%d of %d samples\n", good, total
+	}' "$stacks"
+}
+
+chain_stack="spin_inline;leaf;level3;level2;level1;main"
+if msg=$(check_stack "$chain_pid" "$chain_stack" 70); then
+	pass "chain: $chain_stack across libchain.so with inline frame ($msg)"
+else
+	fail "chain: $chain_stack" "$msg"
+	grep "^pid=$chain_pid " "$stacks" | sort -t= -k5 -nr | head -n 5 | sed 's/^/    /'
+fi
+
+if msg=$(check_stack "$del_pid" "$chain_stack" 70); then
+	pass "deleted binary and library symbolized ($msg)"
+else
+	fail "deleted binary and library symbolized" "$msg"
+	grep "^pid=$del_pid " "$stacks" | sort -t= -k5 -nr | head -n 5 | sed 's/^/    /'
+fi
+
+# sysloop: kernel frames (each a kallsyms text symbol) first, then exactly
+# read_zero_loop;do_syscalls;main, for most samples.
+sys_user="read_zero_loop;do_syscalls;main"
+if msg=$(awk -v pid="$sys_pid" -v want="$sys_user" -v ksyms="$tmp/kallsyms.txt" '
+	BEGIN {
+		while ((getline k < ksyms) > 0) kernel[k] = 1
+		n_want = split(want, w, ";")
+	}
+	{
+		if ($1 != "pid=" pid) next
+		c = $0; sub(/^.* count=/, "", c); cnt = c + 0
+		s = $0; sub(/^[^:]*: /, "", s)
+		total += cnt
+		n = split(s, f, ";")
+		for (u = 1; u <= n && f[u] != w[1]; u++) ;
+		if (u == 1 || u > n || u + n_want - 1 > n) next
+		for (i = 1; i < u; i++) if (!(f[i] in kernel)) { bad = f[i]; next }
+		for (i = 0; i < n_want; i++) if (f[u + i] != w[i + 1]) next
+		good += cnt
+		if (cnt > best) { best = cnt; bestline = s }
+	}
+	END {
+		if (total == 0) { print "no samples of pid " pid; exit 1 }
+		if (good == 0) {
+			print "no stack of pid " pid " is <kernel frames>;" want " (" total " samples" \
+				(bad != "" ? "; non-kernel frame above the user leaf: " bad : "") ")"
+			exit 1
+		}
+		if (good * 2 < total) {
+			printf "only %d of %d samples of pid %s are <kernel>;%s\n", good, total, pid, want
+			exit 1
+		}
+		printf "%d of %d samples, e.g. %s\n", good, total, bestline
+	}' "$stacks"); then
+	pass "sysloop: kernel frames above the user leaf ($msg)"
+else
+	fail "sysloop: kernel frames above the user leaf" "$msg"
+	grep "^pid=$sys_pid " "$stacks" | sort -t= -k5 -nr | head -n 5 | sed 's/^/    /'
+fi
+
+if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ]; then
+	rm -rf "$tmp"
+else
+	echo "integration: kept $tmp"
+fi
+finish
