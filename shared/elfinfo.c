@@ -96,10 +96,11 @@ int opal_elf_offset_to_vaddr(const struct opal_elf_info *info, uint64_t off, uin
 }
 
 int opal_elf_load_bias(const struct opal_elf_info *info, uint64_t start, uint64_t limit,
-		       uint64_t file_offset, uint64_t *bias)
+		       uint64_t file_offset, bool executable, uint64_t *bias)
 {
 	const struct opal_load_segment *best = NULL;
 	uint64_t best_overlap = 0;
+	bool best_match = false;
 	uint64_t map_lo = file_offset, map_hi = file_offset + (limit - start);
 
 	for (size_t i = 0; i < info->n_loads; i++) {
@@ -109,13 +110,13 @@ int opal_elf_load_bias(const struct opal_elf_info *info, uint64_t start, uint64_
 		uint64_t a = lo > map_lo ? lo : map_lo, b = hi < map_hi ? hi : map_hi;
 		if (a >= b)
 			continue;
+		bool match = !!(s->flags & PF_X) == executable;
 		uint64_t overlap = b - a;
-		bool better = overlap > best_overlap ||
-			      (overlap == best_overlap && best && !(best->flags & PF_X) &&
-			       (s->flags & PF_X));
-		if (!best || better) {
+		if (!best || (match && !best_match) ||
+		    (match == best_match && overlap > best_overlap)) {
 			best = s;
 			best_overlap = overlap;
+			best_match = match;
 		}
 	}
 	if (!best)

@@ -5,6 +5,7 @@
 #ifndef OPAL_ELFINFO_H
 #define OPAL_ELFINFO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "fileid.h"
@@ -40,10 +41,13 @@ int opal_elf_offset_to_vaddr(const struct opal_elf_info *info, uint64_t off,
 			     uint64_t *vaddr);
 
 /* Load bias of a mapping [start, limit) of the file at `file_offset`:
- * runtime address = ELF virtual address + bias, for the PT_LOAD that
- * overlaps the mapping's file range most (executable segments win ties).
- * Returns 0 or -ENOENT when no PT_LOAD overlaps. */
-int opal_elf_load_bias(const struct opal_elf_info *info, uint64_t start,
-		       uint64_t limit, uint64_t file_offset, uint64_t *bias);
+ * runtime address = ELF virtual address + bias. The PT_LOAD is the one
+ * whose executable flag matches `executable` (the mapping's 'x'
+ * permission) and that overlaps the mapping's page-aligned file range most;
+ * the flag matters because small lld-linked files put several PT_LOADs in
+ * one file page, mapped several times with different permissions. Returns
+ * 0 or -ENOENT when no PT_LOAD overlaps. */
+int opal_elf_load_bias(const struct opal_elf_info *info, uint64_t start, uint64_t limit,
+		       uint64_t file_offset, bool executable, uint64_t *bias);
 
 #endif

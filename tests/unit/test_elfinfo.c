@@ -203,7 +203,8 @@ static int64_t check_layout(const char *name)
 	assert_int_equal(vaddr, st_value);
 
 	uint64_t bias = 0;
-	assert_int_equal(opal_elf_load_bias(&info, start, limit, file_offset, &bias), 0);
+	/* The text segment is mapped executable. */
+	assert_int_equal(opal_elf_load_bias(&info, start, limit, file_offset, true, &bias), 0);
 	assert_int_equal(runtime - bias, st_value);
 	assert_int_equal(bias, base);
 
@@ -286,7 +287,7 @@ static void test_layout_real_mapping(void **state)
 	assert_int_equal(opal_elf_offset_to_vaddr(&info, runtime - start + file_offset, &vaddr), 0);
 	assert_int_equal(vaddr, st_value);
 	uint64_t bias = 0;
-	assert_int_equal(opal_elf_load_bias(&info, start, limit, file_offset, &bias), 0);
+	assert_int_equal(opal_elf_load_bias(&info, start, limit, file_offset, true, &bias), 0);
 	assert_int_equal(runtime - bias, st_value);
 	dlclose(h);
 }
@@ -309,7 +310,7 @@ static void test_offset_outside_loads(void **state)
 	assert_int_equal(opal_elf_offset_to_vaddr(&info, end + 0x100000, &vaddr), -ENOENT);
 	uint64_t bias = 0;
 	assert_int_equal(opal_elf_load_bias(&info, 0x7f0000000000ull, 0x7f0000001000ull,
-					    end + 0x100000, &bias),
+					    end + 0x100000, true, &bias),
 			 -ENOENT);
 }
 

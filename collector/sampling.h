@@ -1,0 +1,74 @@
+/* The BPF side of the collector: loads bpf/sampler.bpf.c (skeleton
+ * build/sampler.skel.h), opens a CPU-clock perf event per online CPU with
+ * the program attached, attaches the exec/exit tracepoints, and gives
+ * access to the ring buffer, the counters and the excluded-pid map. */
+#ifndef OPAL_COLLECTOR_SAMPLING_H
+#define OPAL_COLLECTOR_SAMPLING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "bpf/sampler.h"
+
+struct sampler_bpf;
+struct ring_buffer;
+struct bpf_link;
+
+#define OPAL_RINGBUF_MIN (1u << 20)
+#define OPAL_RINGBUF_MAX (256u << 20)
+
+struct opal_sampling {
+	struct sampler_bpf *skel;
+	struct ring_buffer *rb;
+	struct bpf_link **perf_links;   /* one per attached CPU */
+	size_t n_perf_links;
+	struct bpf_link *exec_link, *exit_link;
+	int n_possible_cpus;
+	uint64_t period_ns;
+	uint32_t excluded[OPAL_MAX_EXCLUDED_PIDS];   /* mirror of the BPF excluded map */
+	size_t n_excluded;
+};
+
+/* Ring buffer bytes for `n_cpus` CPUs sampling at `freq_hz` with records
+ * of `record_size` bytes: room for half a second of samples (the main loop
+ * drains every ~100 ms), rounded up to a power of two (a ring buffer
+ * requirement) and clamped to [OPAL_RINGBUF_MIN, OPAL_RINGBUF_MAX]. */
+uint32_t opal_ringbuf_size(size_t n_cpus, uint32_t freq_hz, size_t record_size);
+
+/* Records passed to `cb` are struct opal_sample_event or struct
+ * opal_proc_event (tell them apart by their first u32, check the size).
+ * Returns 0 or a negative errno after writing a reason into `why`
+ * (`why_len` bytes): BPF load failure, no CPU could be sampled. */
+int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz,
+			int (*cb)(void *ctx, void *data, size_t size), void *ctx, char *why,
+			size_t why_len);
+
+/* Waits up to `timeout_ms` for records and delivers them. Returns the
+ * number delivered or a negative errno (-EINTR on a signal). */
+int opal_sampling_poll(struct opal_sampling *s, int timeout_ms);
+
+/* Delivers every record already in the ring buffer, without waiting. */
+int opal_sampling_drain(struct opal_sampling *s);
+
+/* Detaches the perf events (no new samples); the ring buffer stays
+ * readable for a final drain. */
+void opal_sampling_stop(struct opal_sampling *s);
+
+void opal_sampling_destroy(struct opal_sampling *s);
+
+/* Sums the per-CPU counters into out[OPAL_CTR_MAX]. Returns 0 or -errno. */
+int opal_sampling_counters(struct opal_sampling *s, uint64_t out[OPAL_CTR_MAX]);
+
+/* Adds `pid` to the BPF excluded map. Returns 0 or -errno (-E2BIG when
+ * OPAL_MAX_EXCLUDED_PIDS are excluded already). */
+int opal_sampling_exclude(struct opal_sampling *s, pid_t pid);
+
+/* Removes `pid` from the BPF excluded map; costs no system call when it
+ * is not there (called on every process exit). Returns 0 or -errno. */
+int opal_sampling_unexclude(struct opal_sampling *s, pid_t pid);
+
+/* Empties the BPF excluded map (after lost exit events: a stale pid could
+ * be reused by another process). Returns 0 or the last -errno. */
+int opal_sampling_unexclude_all(struct opal_sampling *s);
+
+#endif

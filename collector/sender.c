@@ -1,0 +1,321 @@
+/* Socket side of the collector (sender.h). */
+#include "sender.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include "log.h"
+
+uint64_t opal_backoff_next(uint64_t cur_ns)
+{
+	if (cur_ns < OPAL_BACKOFF_MIN_NS)
+		return OPAL_BACKOFF_MIN_NS;
+	return cur_ns >= OPAL_BACKOFF_MAX_NS / 2 ? OPAL_BACKOFF_MAX_NS : cur_ns * 2;
+}
+
+void opal_sender_init(struct opal_sender *s, const char *path, struct opal_sendq *q,
+		      struct opal_file_table *files, struct opal_counters *ctr,
+		      const struct opal_host_info *host)
+{
+	memset(s, 0, sizeof(*s));
+	s->path = path;
+	s->sock = -1;
+	s->q = q;
+	s->files = files;
+	s->ctr = ctr;
+	s->host = host;
+	s->backoff_ns = OPAL_BACKOFF_MIN_NS;
+}
+
+bool opal_sender_connected(const struct opal_sender *s)
+{
+	return s->sock >= 0;
+}
+
+void opal_sender_close(struct opal_sender *s)
+{
+	if (s->sock < 0)
+		return;
+	opal_wire_reader_close(&s->rd);
+	close(s->sock);
+	s->sock = -1;
+}
+
+/* Drops the connection after an error; the next attempt comes after the
+ * minimum backoff (the symbolizer may just have restarted). */
+static void lose(struct opal_sender *s, const char *what, int err, uint64_t now_ns)
+{
+	opal_warn("symbolizer connection lost (%s: %s); %zu intervals kept for re-sending", what,
+		  err ? strerror(-err) : "closed by the peer", s->q->n);
+	opal_sender_close(s);
+	s->backoff_ns = OPAL_BACKOFF_MIN_NS;
+	s->next_try_ns = now_ns + s->backoff_ns;
+}
+
+static int send_env(struct opal_sender *s, Opal__Wire__V1__Envelope *env, int fd)
+{
+	return opal_wire_send(s->sock, env, fd);
+}
+
+static int send_hello(struct opal_sender *s)
+{
+	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
+	Opal__Wire__V1__Hello h = OPAL__WIRE__V1__HELLO__INIT;
+
+	h.protocol_version = OPAL_WIRE_VERSION;
+	h.hostname = (char *)s->host->hostname;
+	h.kernel_release = (char *)s->host->kernel_release;
+	h.kernel_build_id.len = s->host->kernel_build_id_len;
+	h.kernel_build_id.data = (uint8_t *)s->host->kernel_build_id;
+	h.boot_time_unix_ns = s->boot_time_unix_ns;
+	h.frequency_hz = s->frequency_hz;
+	h.period_ns = s->period_ns;
+	h.collector_pid = (uint32_t)getpid();
+	h.first_unacked_seq = opal_sendq_first_seq(s->q, s->next_seq ? *s->next_seq : 1);
+	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_HELLO;
+	env.hello = &h;
+	return send_env(s, &env, -1);
+}
+
+/* kallsyms shows real addresses to readers whose opener had CAP_SYSLOG,
+ * so the collector opens it; a fresh descriptor each time, because the
+ * symbolizer's reads move the shared file offset. */
+static int send_kallsyms(struct opal_sender *s)
+{
+	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
+	Opal__Wire__V1__FileInfo fi = OPAL__WIRE__V1__FILE_INFO__INIT;
+	char why[128];
+	int fd = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC), err;
+
+	fi.kind = OPAL__WIRE__V1__FILE_KIND__FILE_KIND_KALLSYMS;
+	fi.path = "/proc/kallsyms";
+	if (fd >= 0) {
+		fi.has_fd = true;
+	} else {
+		snprintf(why, sizeof(why), "open /proc/kallsyms: %s", strerror(errno));
+		fi.error = why;
+		opal_warn("%s", why);
+	}
+	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_FILE;
+	env.file = &fi;
+	err = send_env(s, &env, fd);
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+/* FileInfo of `f` with its descriptor, or has_fd=false and the reason. */
+static int send_file(struct opal_sender *s, struct opal_file *f)
+{
+	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
+	Opal__Wire__V1__FileInfo fi = OPAL__WIRE__V1__FILE_INFO__INIT;
+	int fd = opal_files_fd(s->files, f), err;
+
+	fi.kind = OPAL__WIRE__V1__FILE_KIND__FILE_KIND_ELF;
+	fi.file_id.len = OPAL_FILE_ID_LEN;
+	fi.file_id.data = f->id.b;
+	fi.gnu_build_id.len = f->elf.build_id_len;
+	fi.gnu_build_id.data = f->elf.build_id;
+	fi.path = f->path;
+	fi.size = f->key.size;
+	if (fd >= 0) {
+		fi.has_fd = true;
+	} else {
+		fi.error = "no process maps this file any more; cannot reopen it";
+	}
+	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_FILE;
+	env.file = &fi;
+	err = send_env(s, &env, fd >= 0 ? fd : -1);
+	if (err == 0)
+		f->sent_conn = s->conn_gen;
+	return err;
+}
+
+/* FileInfo for a file ID the table no longer knows. */
+static int send_unknown_file(struct opal_sender *s, const opal_file_id *id)
+{
+	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
+	Opal__Wire__V1__FileInfo fi = OPAL__WIRE__V1__FILE_INFO__INIT;
+
+	fi.kind = OPAL__WIRE__V1__FILE_KIND__FILE_KIND_ELF;
+	fi.file_id.len = OPAL_FILE_ID_LEN;
+	fi.file_id.data = (uint8_t *)id->b;
+	fi.error = "file no longer tracked by the collector";
+	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_FILE;
+	env.file = &fi;
+	return send_env(s, &env, -1);
+}
+
+static int send_entry(struct opal_sender *s, struct opal_sendq_entry *e)
+{
+	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
+	Opal__Wire__V1__Interval *iv;
+	int err;
+
+	for (size_t i = 0; i < e->n_ids; i++) {
+		struct opal_file *f = opal_files_find_id(s->files, &e->ids[i]);
+		if (f && f->sent_conn == s->conn_gen)
+			continue;
+		if ((err = f ? send_file(s, f) : send_unknown_file(s, &e->ids[i])) < 0)
+			return err;
+	}
+	/* The queue keeps packed bytes (its bound is in bytes); the framing
+	 * API takes a message, so unpack it again for sending. */
+	iv = opal__wire__v1__interval__unpack(NULL, e->len, e->buf);
+	if (!iv)
+		return -ENOMEM;
+	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_INTERVAL;
+	env.interval = iv;
+	err = send_env(s, &env, -1);
+	opal__wire__v1__interval__free_unpacked(iv, NULL);
+	if (err == 0) {
+		e->sent_conn = s->conn_gen;
+		opal_debug("sent interval %llu (%zu bytes, %zu files)", (unsigned long long)e->seq,
+			   e->len, e->n_ids);
+	}
+	return err;
+}
+
+static void set_timeout(int sock, int opt, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	setsockopt(sock, SOL_SOCKET, opt, &tv, sizeof(tv));
+}
+
+static void try_connect(struct opal_sender *s, uint64_t now_ns)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	int sock, err;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", s->path);
+	/* Non-blocking connect: a full listen backlog must not stall sampling. */
+	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		err = errno;
+		if (sock >= 0)
+			close(sock);
+		if (!s->warned_down)
+			opal_info("symbolizer not reachable at %s (%s); retrying", s->path,
+				  strerror(err));
+		else
+			opal_debug("connect %s: %s; next try in %llu ms", s->path, strerror(err),
+				   (unsigned long long)(s->backoff_ns / 1000000));
+		s->warned_down = true;
+		s->next_try_ns = now_ns + s->backoff_ns;
+		s->backoff_ns = opal_backoff_next(s->backoff_ns);
+		return;
+	}
+	fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) & ~O_NONBLOCK);
+	set_timeout(sock, SO_SNDTIMEO, OPAL_SEND_TIMEOUT_MS);
+	set_timeout(sock, SO_RCVTIMEO, OPAL_RECV_TIMEOUT_MS);
+	s->sock = sock;
+	s->conn_gen++;
+	s->warned_down = false;
+	s->backoff_ns = OPAL_BACKOFF_MIN_NS;
+	opal_wire_reader_init(&s->rd, sock);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
+		opal_info("connected to symbolizer at %s (pid %d)", s->path, (int)cred.pid);
+		if (s->on_peer && cred.pid > 0)
+			s->on_peer(s->on_peer_ctx, cred.pid);
+	}
+	if ((err = send_hello(s)) < 0 || (err = send_kallsyms(s)) < 0)
+		lose(s, "hello", err, now_ns);
+}
+
+static void handle_file_request(struct opal_sender *s, const Opal__Wire__V1__FileRequest *r,
+				uint64_t now_ns)
+{
+	opal_file_id id;
+	int err;
+
+	if (r->kind == OPAL__WIRE__V1__FILE_KIND__FILE_KIND_KALLSYMS) {
+		err = send_kallsyms(s);
+	} else if (r->file_id.len != OPAL_FILE_ID_LEN) {
+		opal_warn("FileRequest with a %zu-byte file ID ignored", r->file_id.len);
+		return;
+	} else {
+		memcpy(id.b, r->file_id.data, OPAL_FILE_ID_LEN);
+		struct opal_file *f = opal_files_find_id(s->files, &id);
+		err = f ? send_file(s, f) : send_unknown_file(s, &id);
+	}
+	if (err < 0)
+		lose(s, "file request", err, now_ns);
+}
+
+static void read_messages(struct opal_sender *s, uint64_t now_ns)
+{
+	for (int i = 0; i < OPAL_RECV_PER_SERVICE && s->sock >= 0; i++) {
+		struct pollfd pfd = { .fd = s->sock, .events = POLLIN };
+		Opal__Wire__V1__Envelope *env;
+		int fd, r;
+
+		if (poll(&pfd, 1, 0) <= 0)
+			return;
+		r = opal_wire_recv(&s->rd, &env, &fd);
+		if (r == -EBADMSG) {
+			opal_warn("malformed message from the symbolizer dropped");
+			continue;
+		}
+		if (r <= 0) {
+			lose(s, "read", r, now_ns);
+			return;
+		}
+		if (fd >= 0)
+			close(fd);   /* the symbolizer never sends descriptors */
+		if (env->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG_ACK) {
+			if (env->ack->run_id == s->run_id && opal_sendq_ack(s->q, env->ack->seq))
+				opal_debug("interval %llu acknowledged",
+					   (unsigned long long)env->ack->seq);
+		} else if (env->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG_FILE_REQUEST) {
+			handle_file_request(s, env->file_request, now_ns);
+		} else {
+			opal_warn("unexpected message %d from the symbolizer ignored",
+				  (int)env->msg_case);
+		}
+		opal__wire__v1__envelope__free_unpacked(env, NULL);
+	}
+}
+
+void opal_sender_service(struct opal_sender *s, uint64_t now_ns)
+{
+	if (s->sock < 0 && now_ns >= s->next_try_ns)
+		try_connect(s, now_ns);
+	if (s->sock < 0)
+		return;
+	read_messages(s, now_ns);
+	size_t i = 0;
+	while (i < s->q->n && s->sock >= 0) {
+		struct opal_sendq_entry *e = opal_sendq_at(s->q, i);
+		int err = e->sent_conn == s->conn_gen ? 0 : send_entry(s, e);
+		if (err == -EMSGSIZE) {
+			opal_err("interval %llu too large to send (%zu bytes); dropped",
+				 (unsigned long long)e->seq, e->len);
+			s->ctr->intervals_dropped++;
+			opal_sendq_ack(s->q, e->seq);   /* the next entry moves into slot i */
+			continue;
+		}
+		if (err < 0)
+			lose(s, "send", err, now_ns);
+		i++;
+	}
+}
+
+void opal_sender_wait(struct opal_sender *s, int timeout_ms)
+{
+	if (s->sock >= 0) {
+		struct pollfd pfd = { .fd = s->sock, .events = POLLIN };
+		poll(&pfd, 1, timeout_ms);
+	} else {
+		struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}

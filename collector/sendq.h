@@ -1,0 +1,51 @@
+/* Packed intervals kept until the symbolizer acknowledges them, in seq
+ * order, bounded by `max_bytes` of packed Interval (and OPAL_SENDQ_MAX
+ * entries): pushing past the bound drops the oldest entries first, but
+ * never the one just pushed. */
+#ifndef OPAL_COLLECTOR_SENDQ_H
+#define OPAL_COLLECTOR_SENDQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "fileid.h"
+
+#define OPAL_SENDQ_MAX 4096
+
+struct opal_sendq_entry {
+	uint64_t seq;
+	uint8_t *buf;            /* packed Interval, heap */
+	size_t len;
+	opal_file_id *ids;       /* distinct file IDs it references, heap (may be NULL) */
+	size_t n_ids;
+	uint64_t sent_conn;      /* sender connection generation it went out on; 0 never */
+};
+
+struct opal_sendq {
+	struct opal_sendq_entry *v;   /* ring of `cap` entries */
+	size_t head, n, cap;
+	size_t bytes, max_bytes;
+};
+
+/* Returns 0 or -ENOMEM. */
+int opal_sendq_init(struct opal_sendq *q, size_t max_bytes);
+void opal_sendq_destroy(struct opal_sendq *q);
+
+/* Takes ownership of e->buf and e->ids; e->seq must be above every queued
+ * seq. Returns the number of older entries dropped to respect the bound
+ * (>= 0), or -ENOMEM (nothing taken). */
+int opal_sendq_push(struct opal_sendq *q, const struct opal_sendq_entry *e);
+
+/* The i-th oldest entry (i < q->n). */
+struct opal_sendq_entry *opal_sendq_at(struct opal_sendq *q, size_t i);
+
+/* Drops the entry with `seq`. Returns 1 when found, 0 otherwise. */
+int opal_sendq_ack(struct opal_sendq *q, uint64_t seq);
+
+/* True when the entry with `seq` is still queued (not acknowledged). */
+bool opal_sendq_has(const struct opal_sendq *q, uint64_t seq);
+
+/* Lowest queued seq, or `next_seq` when empty. */
+uint64_t opal_sendq_first_seq(const struct opal_sendq *q, uint64_t next_seq);
+
+#endif

@@ -1,0 +1,97 @@
+/* Per-file unwind tables: the CFI of an ELF file (.eh_frame, and the
+ * file's own .debug_frame where .eh_frame has no FDE for a range) evaluated
+ * with libdw into the compact, sorted rules of bpf/unwind_rule.h, which the
+ * BPF unwinder searches. Representation and limits: docs/unwinding.md.
+ *
+ * The builder reads any user's files as root: every section size, entry
+ * count, row count and the total CFI work are bounded by
+ * struct opal_unwind_limits, and malformed or truncated files give an
+ * error, never a crash (fuzzed by tests/fuzz/). x86-64 ELF only. */
+#ifndef OPAL_COLLECTOR_UNWIND_TABLE_H
+#define OPAL_COLLECTOR_UNWIND_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "bpf/unwind_rule.h"
+
+struct opal_unwind_limits {
+	uint32_t max_fdes;          /* FDEs (and CIEs) per CFI section */
+	uint32_t max_rows_per_fde;  /* rows evaluated per FDE; the rest of a longer
+				     * FDE becomes OPAL_INVALID_ROW_LIMIT */
+	uint32_t max_rules;         /* rules in the table, <= OPAL_UNWIND_MAX_RULES */
+	uint64_t max_section_bytes; /* .eh_frame, .eh_frame_hdr, .debug_frame each */
+	uint64_t max_debug_bytes;   /* all .debug_* sections (uncompressed) that
+				     * libdw loads to read .debug_frame; above it
+				     * .debug_frame is ignored */
+	uint64_t max_work;          /* CFI instruction bytes libdw may interpret,
+				     * summed over all row lookups (each lookup
+				     * reruns its FDE from the start) */
+};
+
+/* Defaults (docs/unwinding.md): 1M FDEs, 16384 rows per FDE,
+ * OPAL_UNWIND_MAX_RULES rules, 256 MiB per section, 256 MiB of debug
+ * sections, 4 GiB of CFI work (a few seconds of CPU at worst). */
+void opal_unwind_limits_default(struct opal_unwind_limits *lim);
+
+struct opal_unwind_stats {
+	uint32_t fdes_eh;          /* .eh_frame FDEs walked */
+	uint32_t fdes_debug;       /* .debug_frame FDEs that filled a range .eh_frame leaves uncovered */
+	uint32_t fdes_skipped;     /* FDEs with an undecodable or empty range, or one
+				    * outside every executable PT_LOAD */
+	uint32_t rows;             /* CFI rows evaluated */
+	uint32_t invalid_rows;     /* rows that became OPAL_CFA_INVALID */
+	uint32_t unsupported_regs; /* rows with an RBP or RBX rule OPAL_REG_UNSUPPORTED */
+	uint32_t truncated_fdes;   /* FDEs cut at max_rows_per_fde */
+	uint32_t cfi_errors;       /* malformed CFI entries or libdw evaluation failures */
+	bool debug_frame_skipped;  /* .debug_frame present but not read (size bound) */
+	uint32_t rules, bodies;    /* table size */
+	uint64_t bytes;            /* rules * 8 + bodies * 16 */
+	uint64_t work;             /* CFI instruction bytes interpreted (upper estimate) */
+};
+
+struct opal_unwind_table {
+	uint64_t base;                    /* ELF virtual address of rule address 0 */
+	struct opal_unwind_rule *rules;   /* n_rules, malloc'd, sorted by addr */
+	struct opal_unwind_body *bodies;  /* n_bodies, malloc'd; [0] is the GAP body */
+	uint32_t n_rules, n_bodies;
+	struct opal_unwind_stats stats;
+};
+
+/* Builds the table of the ELF file open on `fd` (read with pread through
+ * libelf, position untouched; not mmap'd, so a file truncated meanwhile
+ * gives an error rather than SIGBUS). `lim` NULL means the defaults.
+ * On success `out` owns its arrays (free with opal_unwind_table_free).
+ * Returns 0; -ENOEXEC for a non-ELF, non-x86-64, malformed or truncated
+ * file; -ENODATA when it has no FDE at all (no .eh_frame / .debug_frame,
+ * or none in an executable segment); -E2BIG when a limit other than
+ * max_rows_per_fde is exceeded; -ENOMEM; or -errno from fstat. On error
+ * `out` is zeroed. */
+int opal_unwind_table_build(int fd, const struct opal_unwind_limits *lim,
+			    struct opal_unwind_table *out);
+
+/* Same for an ELF image of `size` bytes in memory (the vDSO, copied out of
+ * a process). The image is copied; the caller keeps ownership. */
+int opal_unwind_table_build_mem(const void *image, size_t size,
+				const struct opal_unwind_limits *lim,
+				struct opal_unwind_table *out);
+
+/* Frees the arrays and zeroes `t`; safe on a zeroed table. */
+void opal_unwind_table_free(struct opal_unwind_table *t);
+
+/* Reference lookup, the algorithm the BPF unwinder mirrors: the last rule
+ * with base + addr <= vaddr, found by binary search in at most
+ * OPAL_UNWIND_SEARCH_STEPS probes. Returns its body (owned by `t`), or a
+ * static GAP body for addresses outside [base, base + 2^32) or before the
+ * first rule. When `start`/`end` are non-NULL they receive the ELF virtual
+ * range [start, end) the rule covers (end = UINT64_MAX after the last
+ * rule; for an address before the first rule, [0, first rule)). */
+const struct opal_unwind_body *opal_unwind_table_lookup(const struct opal_unwind_table *t,
+							uint64_t vaddr, uint64_t *start,
+							uint64_t *end);
+
+/* Writes a readable form of `b` ("cfa=rsp+16 ra=c-8 rbp=same rbx=c-24",
+ * "gap", "invalid(cfa-expr)", ...) into buf[len]; returns buf. */
+const char *opal_unwind_body_format(const struct opal_unwind_body *b, char *buf, size_t len);
+
+#endif

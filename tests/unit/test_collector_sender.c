@@ -1,0 +1,369 @@
+/* Unit tests of collector/sender.c over a real Unix socket, with the test
+ * playing the symbolizer: connect retry with backoff, Hello, the kallsyms
+ * and ELF descriptors, FileInfo before the first interval that needs it on
+ * each connection, Ack, FileRequest, and re-sending unacknowledged
+ * intervals in order after a reconnect. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "collector/sender.h"
+
+#define MS 1000000ull
+#define RUN_ID 0xfeedull
+
+static char dir[64], sock_path[100], elf_path[4096];
+
+static int open_path(void *ctx, pid_t pid, uint64_t start, uint64_t limit)
+{
+	(void)ctx;
+	(void)pid;
+	(void)start;
+	(void)limit;
+	int fd = open(elf_path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static const struct opal_proc_source src = { .open_mapped = open_path };
+
+/* The test binary itself is a convenient ELF file. */
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/opal-sender-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(sock_path, sizeof(sock_path), "%s/c.sock", dir);
+	ssize_t n = readlink("/proc/self/exe", elf_path, sizeof(elf_path) - 1);
+	assert_true(n > 0);
+	elf_path[n] = '\0';
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(sock_path);
+	rmdir(dir);
+	return 0;
+}
+
+static int listen_sock(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
+	unlink(sock_path);
+	assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(s, 4), 0);
+	return s;
+}
+
+static int accept_peer(int ls, struct opal_wire_reader *rd)
+{
+	struct timeval tv = { .tv_sec = 2 };
+	int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+
+	assert_true(c >= 0);
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	opal_wire_reader_init(rd, c);
+	return c;
+}
+
+/* Next message from the collector; *fd gets its descriptor or -1. */
+static Opal__Wire__V1__Envelope *next(struct opal_wire_reader *rd, int *fd)
+{
+	Opal__Wire__V1__Envelope *env;
+	int r = opal_wire_recv(rd, &env, fd);
+
+	if (r != 1)
+		fail_msg("opal_wire_recv: %d", r);
+	return env;
+}
+
+/* Nothing more is waiting from the collector. */
+static void expect_quiet(int c)
+{
+	char b;
+	assert_int_equal(recv(c, &b, 1, MSG_DONTWAIT | MSG_PEEK), -1);
+	assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+static void expect_hello(struct opal_wire_reader *rd, uint64_t first_unacked)
+{
+	int fd;
+	Opal__Wire__V1__Envelope *e = next(rd, &fd);
+
+	assert_int_equal(e->msg_case, OPAL__WIRE__V1__ENVELOPE__MSG_HELLO);
+	assert_int_equal(fd, -1);
+	assert_int_equal(e->hello->protocol_version, 1);
+	assert_string_equal(e->hello->hostname, "testhost");
+	assert_string_equal(e->hello->kernel_release, "6.1.0-test");
+	assert_int_equal(e->hello->kernel_build_id.len, 3);
+	assert_int_equal(e->hello->boot_time_unix_ns, 123456789);
+	assert_int_equal(e->hello->frequency_hz, 20);
+	assert_int_equal(e->hello->period_ns, 50000000);
+	assert_int_equal(e->hello->collector_pid, (uint32_t)getpid());
+	assert_int_equal(e->hello->first_unacked_seq, first_unacked);
+	opal__wire__v1__envelope__free_unpacked(e, NULL);
+}
+
+static void expect_kallsyms(struct opal_wire_reader *rd)
+{
+	int fd;
+	char line[64] = { 0 };
+	Opal__Wire__V1__Envelope *e = next(rd, &fd);
+
+	assert_int_equal(e->msg_case, OPAL__WIRE__V1__ENVELOPE__MSG_FILE);
+	assert_int_equal(e->file->kind, OPAL__WIRE__V1__FILE_KIND__FILE_KIND_KALLSYMS);
+	assert_true(e->file->has_fd);
+	assert_true(fd >= 0);
+	/* a fresh descriptor each time: it reads from the start */
+	assert_true(read(fd, line, sizeof(line) - 1) > 0);
+	assert_non_null(strchr(line, ' '));
+	close(fd);
+	opal__wire__v1__envelope__free_unpacked(e, NULL);
+}
+
+static void expect_elf(struct opal_wire_reader *rd, const struct opal_file *f)
+{
+	int fd;
+	opal_file_id got;
+	Opal__Wire__V1__Envelope *e = next(rd, &fd);
+
+	assert_int_equal(e->msg_case, OPAL__WIRE__V1__ENVELOPE__MSG_FILE);
+	assert_int_equal(e->file->kind, OPAL__WIRE__V1__FILE_KIND__FILE_KIND_ELF);
+	assert_int_equal(e->file->file_id.len, 16);
+	assert_memory_equal(e->file->file_id.data, f->id.b, 16);
+	assert_int_equal(e->file->gnu_build_id.len, f->elf.build_id_len);
+	assert_string_equal(e->file->path, "/test/exe");
+	assert_int_equal(e->file->size, f->key.size);
+	assert_true(e->file->has_fd);
+	assert_true(fd >= 0);
+	assert_int_equal(opal_file_id_from_fd(fd, &got), 0);
+	assert_memory_equal(got.b, f->id.b, 16);
+	close(fd);
+	opal__wire__v1__envelope__free_unpacked(e, NULL);
+}
+
+static void expect_interval(struct opal_wire_reader *rd, uint64_t seq)
+{
+	int fd;
+	Opal__Wire__V1__Envelope *e = next(rd, &fd);
+
+	assert_int_equal(e->msg_case, OPAL__WIRE__V1__ENVELOPE__MSG_INTERVAL);
+	assert_int_equal(fd, -1);
+	assert_int_equal(e->interval->seq, seq);
+	assert_int_equal(e->interval->run_id, RUN_ID);
+	assert_int_equal(e->interval->start_unix_ns, seq * 1000);
+	opal__wire__v1__envelope__free_unpacked(e, NULL);
+}
+
+static void send_ack(int c, uint64_t run_id, uint64_t seq)
+{
+	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
+	Opal__Wire__V1__Ack ack = OPAL__WIRE__V1__ACK__INIT;
+
+	ack.run_id = run_id;
+	ack.seq = seq;
+	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_ACK;
+	env.ack = &ack;
+	assert_int_equal(opal_wire_send(c, &env, -1), 0);
+}
+
+static void send_request(int c, const opal_file_id *id, int kind)
+{
+	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
+	Opal__Wire__V1__FileRequest req = OPAL__WIRE__V1__FILE_REQUEST__INIT;
+
+	if (id) {
+		req.file_id.len = 16;
+		req.file_id.data = (uint8_t *)id->b;
+	}
+	req.kind = kind;
+	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_FILE_REQUEST;
+	env.file_request = &req;
+	assert_int_equal(opal_wire_send(c, &env, -1), 0);
+}
+
+/* Queues interval `seq` referencing `id` (when non-NULL). */
+static void push(struct opal_sendq *q, uint64_t seq, const opal_file_id *id)
+{
+	Opal__Wire__V1__Interval iv = OPAL__WIRE__V1__INTERVAL__INIT;
+	struct opal_sendq_entry e = { .seq = seq };
+
+	iv.seq = seq;
+	iv.run_id = RUN_ID;
+	iv.start_unix_ns = seq * 1000;
+	e.len = opal__wire__v1__interval__get_packed_size(&iv);
+	e.buf = malloc(e.len);
+	opal__wire__v1__interval__pack(&iv, e.buf);
+	if (id) {
+		e.ids = malloc(sizeof(*id));
+		e.ids[0] = *id;
+		e.n_ids = 1;
+	}
+	assert_true(opal_sendq_push(q, &e) >= 0);
+}
+
+static pid_t peer_seen;
+
+static void on_peer(void *ctx, pid_t pid)
+{
+	(void)ctx;
+	peer_seen = pid;
+}
+
+static void test_backoff(void **state)
+{
+	(void)state;
+	uint64_t b = 0, want[] = { 100, 200, 400, 800, 1600, 3200, 5000, 5000 };
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		b = opal_backoff_next(b);
+		assert_int_equal(b, want[i] * MS);
+	}
+}
+
+static void test_protocol(void **state)
+{
+	(void)state;
+	struct opal_counters ctr = { 0 };
+	struct opal_file_table files;
+	struct opal_sendq q;
+	struct opal_sender s;
+	struct opal_host_info host = { .hostname = "testhost", .kernel_release = "6.1.0-test",
+				       .kernel_build_id = { 1, 2, 3 }, .kernel_build_id_len = 3 };
+	struct opal_map_entry m = { .start = 0x1000, .limit = 0x2000, .executable = true,
+				    .path = "/test/exe" };
+	struct opal_file *f;
+	struct opal_wire_reader rd;
+	uint64_t next_seq = 1, now = 1000 * MS;
+
+	assert_int_equal(opal_files_init(&files, 16, 16, &src, &ctr), 0);
+	assert_int_equal(opal_files_resolve(&files, 1, &m, &f), 0);
+	assert_int_equal(opal_sendq_init(&q, 1 << 20), 0);
+	opal_sender_init(&s, sock_path, &q, &files, &ctr, &host);
+	s.run_id = RUN_ID;
+	s.boot_time_unix_ns = 123456789;
+	s.frequency_hz = 20;
+	s.period_ns = 50000000;
+	s.next_seq = &next_seq;
+	s.on_peer = on_peer;
+
+	/* nobody listening: intervals are kept, retries back off */
+	unlink(sock_path);
+	push(&q, 1, &f->id);
+	next_seq = 2;
+	opal_sender_service(&s, now);
+	assert_false(opal_sender_connected(&s));
+	assert_int_equal(s.next_try_ns, now + 100 * MS);
+	assert_int_equal(s.backoff_ns, 200 * MS);
+	opal_sender_service(&s, now + 50 * MS);   /* too early: no attempt */
+	assert_int_equal(s.backoff_ns, 200 * MS);
+	now += 100 * MS;
+	opal_sender_service(&s, now);
+	assert_false(opal_sender_connected(&s));
+	assert_int_equal(s.next_try_ns, now + 200 * MS);
+	assert_int_equal(q.n, 1);
+
+	/* the symbolizer appears */
+	int ls = listen_sock();
+	now += 200 * MS;
+	opal_sender_service(&s, now);
+	assert_true(opal_sender_connected(&s));
+	assert_int_equal(peer_seen, getpid());
+	int c = accept_peer(ls, &rd);
+	expect_hello(&rd, 1);
+	expect_kallsyms(&rd);
+	expect_elf(&rd, f);      /* before the first interval that needs it */
+	expect_interval(&rd, 1);
+	expect_quiet(c);
+
+	/* acknowledged: dropped from the queue; a foreign run's Ack is ignored */
+	send_ack(c, RUN_ID, 1);
+	opal_sender_service(&s, now);
+	assert_int_equal(q.n, 0);
+
+	/* later intervals: the file already went out on this connection */
+	push(&q, 2, &f->id);
+	push(&q, 3, NULL);
+	next_seq = 4;
+	opal_sender_service(&s, now);
+	expect_interval(&rd, 2);
+	expect_interval(&rd, 3);
+	expect_quiet(c);
+	send_ack(c, RUN_ID + 1, 2);
+	opal_sender_service(&s, now);
+	assert_int_equal(q.n, 2);
+
+	/* FileRequest: the ELF descriptor again, and kallsyms */
+	send_request(c, &f->id, OPAL__WIRE__V1__FILE_KIND__FILE_KIND_ELF);
+	send_request(c, NULL, OPAL__WIRE__V1__FILE_KIND__FILE_KIND_KALLSYMS);
+	opal_sender_service(&s, now);
+	expect_elf(&rd, f);
+	expect_kallsyms(&rd);
+	/* an unknown file ID: FileInfo without descriptor, with the reason */
+	opal_file_id unknown = { { 0xee } };
+	send_request(c, &unknown, OPAL__WIRE__V1__FILE_KIND__FILE_KIND_ELF);
+	opal_sender_service(&s, now);
+	int fd;
+	Opal__Wire__V1__Envelope *e = next(&rd, &fd);
+	assert_int_equal(e->msg_case, OPAL__WIRE__V1__ENVELOPE__MSG_FILE);
+	assert_false(e->file->has_fd);
+	assert_int_equal(fd, -1);
+	assert_true(e->file->error[0] != '\0');
+	assert_memory_equal(e->file->file_id.data, unknown.b, 16);
+	opal__wire__v1__envelope__free_unpacked(e, NULL);
+	expect_quiet(c);
+
+	/* the symbolizer goes away with 2 and 3 unacknowledged */
+	opal_wire_reader_close(&rd);
+	close(c);
+	opal_sender_service(&s, now);
+	assert_false(opal_sender_connected(&s));
+	assert_int_equal(q.n, 2);
+	now += 100 * MS;
+	opal_sender_service(&s, now);
+	assert_true(opal_sender_connected(&s));
+	c = accept_peer(ls, &rd);
+	/* a new connection has seen no file: FileInfo again, then 2 and 3 in order */
+	expect_hello(&rd, 2);
+	expect_kallsyms(&rd);
+	expect_elf(&rd, f);
+	expect_interval(&rd, 2);
+	expect_interval(&rd, 3);
+	expect_quiet(c);
+	send_ack(c, RUN_ID, 3);
+	send_ack(c, RUN_ID, 2);
+	opal_sender_service(&s, now);
+	assert_int_equal(q.n, 0);
+
+	opal_sender_close(&s);
+	opal_wire_reader_close(&rd);
+	close(c);
+	close(ls);
+	opal_sendq_destroy(&q);
+	opal_files_destroy(&files);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_backoff),
+		cmocka_unit_test(test_protocol),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,664 @@
+/* Unit tests of user-address translation: collector/samples.c over
+ * collector/proc.c and collector/files.c, with a fake process source
+ * (maps text, mapped files and a clock under the test's control) and
+ * hand-built ELF files laid out like lld output (p_vaddr != p_offset,
+ * several PT_LOADs in one page). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collector/samples.h"
+#include "fileid.h"
+
+#define NATIVE OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_NATIVE
+#define KERNEL OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_KERNEL
+#define ERROR  OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_ERROR
+#define E_NO_MAPPING  OPAL__WIRE__V1__UNWIND_ERROR__UNWIND_ERROR_NO_MAPPING
+#define E_TRUNCATED   OPAL__WIRE__V1__UNWIND_ERROR__UNWIND_ERROR_TRUNCATED
+#define E_UNREADABLE  OPAL__WIRE__V1__UNWIND_ERROR__UNWIND_ERROR_UNREADABLE_STACK
+
+#define BASE 0x555500000000ull
+#define MS   1000000ull
+
+/* ---- fake process source ------------------------------------------------ */
+
+#define MAX_FAKE 8
+
+struct fake_proc {
+	pid_t pid;
+	const char *comm, *exe;
+	const char *maps;            /* maps text, one mapping per line */
+};
+
+struct fake_file {
+	pid_t pid;
+	uint64_t start, limit;
+	const char *path;            /* real file to open */
+};
+
+struct fake {
+	struct fake_proc procs[MAX_FAKE];
+	struct fake_file files[MAX_FAKE];
+	uint64_t now;
+	int info_reads, opens;
+	pid_t excluded[MAX_FAKE];
+	int n_excluded;
+};
+
+static int cmp_start(const void *a, const void *b)
+{
+	const struct opal_map_entry *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int fake_read_maps(void *ctx, pid_t pid, struct opal_map_entry **out, size_t *n)
+{
+	struct fake *f = ctx;
+
+	for (int i = 0; i < MAX_FAKE; i++) {
+		if (f->procs[i].pid != pid || !f->procs[i].maps)
+			continue;
+		struct opal_map_entry *v = calloc(64, sizeof(*v));
+		size_t k = 0;
+		const char *s = f->procs[i].maps;
+		while (*s) {
+			const char *nl = strchr(s, '\n');
+			size_t len = nl ? (size_t)(nl - s) : strlen(s);
+			char line[256];
+			snprintf(line, sizeof(line), "%.*s", (int)len, s);
+			assert_int_equal(opal_maps_parse_line(line, &v[k]), 0);
+			k++;
+			s += len + (nl ? 1 : 0);
+		}
+		qsort(v, k, sizeof(*v), cmp_start);
+		*out = v;
+		*n = k;
+		return 0;
+	}
+	return -ESRCH;
+}
+
+static int fake_open_mapped(void *ctx, pid_t pid, uint64_t start, uint64_t limit)
+{
+	struct fake *f = ctx;
+
+	for (int i = 0; i < MAX_FAKE; i++) {
+		struct fake_file *x = &f->files[i];
+		if (x->path && x->pid == pid && x->start == start && x->limit == limit) {
+			int fd = open(x->path, O_RDONLY | O_CLOEXEC);
+			if (fd >= 0)
+				f->opens++;
+			return fd < 0 ? -errno : fd;
+		}
+	}
+	return -ENOENT;
+}
+
+static int fake_read_info(void *ctx, pid_t pid, struct opal_proc_info *out)
+{
+	struct fake *f = ctx;
+
+	memset(out, 0, sizeof(*out));
+	f->info_reads++;
+	for (int i = 0; i < MAX_FAKE; i++) {
+		if (f->procs[i].pid == pid) {
+			snprintf(out->comm, sizeof(out->comm), "%s", f->procs[i].comm);
+			out->exe = strdup(f->procs[i].exe);
+			out->service_name = strdup("");
+			return 0;
+		}
+	}
+	out->exe = strdup("");
+	out->service_name = strdup("");
+	return 0;
+}
+
+static uint64_t fake_now(void *ctx)
+{
+	return ((struct fake *)ctx)->now;
+}
+
+static void fake_on_exclude(void *ctx, pid_t pid)
+{
+	struct fake *f = ctx;
+	f->excluded[f->n_excluded++] = pid;
+}
+
+/* ---- ELF files ------------------------------------------------------------ */
+
+static const uint8_t BUILD_ID[20] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6,
+				      7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+
+/* An ET_DYN laid out like a small lld link: R at 0/0, R+X at 0x6e0/0x16e0,
+ * RW at 0x8e0/0x28e0 (all in the file's first page), a build ID note.
+ * `salt` changes a byte so that copies get different file IDs. */
+static void write_elf(const char *path, uint8_t salt)
+{
+	uint8_t img[0x1000];
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)img;
+	Elf64_Phdr *ph = (Elf64_Phdr *)(img + sizeof(*eh));
+
+	memset(img, 0, sizeof(img));
+	memcpy(eh->e_ident, ELFMAG, SELFMAG);
+	eh->e_ident[EI_CLASS] = ELFCLASS64;
+	eh->e_ident[EI_DATA] = ELFDATA2LSB;
+	eh->e_ident[EI_VERSION] = EV_CURRENT;
+	eh->e_type = ET_DYN;
+	eh->e_machine = EM_X86_64;
+	eh->e_version = EV_CURRENT;
+	eh->e_phoff = sizeof(*eh);
+	eh->e_ehsize = sizeof(*eh);
+	eh->e_phentsize = sizeof(*ph);
+	eh->e_phnum = 4;
+	ph[0] = (Elf64_Phdr){ .p_type = PT_LOAD, .p_flags = PF_R, .p_offset = 0, .p_vaddr = 0,
+			      .p_filesz = 0x6d4, .p_memsz = 0x6d4, .p_align = 0x1000 };
+	ph[1] = (Elf64_Phdr){ .p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = 0x6e0,
+			      .p_vaddr = 0x16e0, .p_filesz = 0x200, .p_memsz = 0x200,
+			      .p_align = 0x1000 };
+	ph[2] = (Elf64_Phdr){ .p_type = PT_LOAD, .p_flags = PF_R | PF_W, .p_offset = 0x8e0,
+			      .p_vaddr = 0x28e0, .p_filesz = 0x6e8, .p_memsz = 0x700,
+			      .p_align = 0x1000 };
+	ph[3] = (Elf64_Phdr){ .p_type = PT_NOTE, .p_flags = PF_R, .p_offset = 0x300,
+			      .p_vaddr = 0x300, .p_filesz = 36, .p_memsz = 36, .p_align = 4 };
+	uint32_t nh[3] = { 4, 20, NT_GNU_BUILD_ID };
+	memcpy(img + 0x300, nh, 12);
+	memcpy(img + 0x30c, "GNU", 4);
+	memcpy(img + 0x310, BUILD_ID, 20);
+	img[0x700] = salt;
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(img, 1, sizeof(img), f), sizeof(img));
+	fclose(f);
+}
+
+static char dir[64];
+static char app[128], app2[128], notelf[128];
+
+static int setup_files(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/opal-translate-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(app, sizeof(app), "%s/app", dir);
+	snprintf(app2, sizeof(app2), "%s/app2", dir);
+	snprintf(notelf, sizeof(notelf), "%s/notelf", dir);
+	write_elf(app, 1);
+	write_elf(app2, 2);
+	FILE *f = fopen(notelf, "w");
+	fputs("#!/bin/sh\necho not an ELF file\n", f);
+	fclose(f);
+	return 0;
+}
+
+static int teardown_files(void **state)
+{
+	(void)state;
+	unlink(app);
+	unlink(app2);
+	unlink(notelf);
+	rmdir(dir);
+	return 0;
+}
+
+static opal_file_id file_id_of(const char *path)
+{
+	opal_file_id id;
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(opal_file_id_from_fd(fd, &id), 0);
+	close(fd);
+	return id;
+}
+
+/* ---- fixture ------------------------------------------------------------ */
+
+static const char APP_MAPS[] =
+	"555500000000-555500001000 r--p 00000000 08:01 1234 /fake/app\n"
+	"555500001000-555500002000 r-xp 00000000 08:01 1234 /fake/app\n"
+	"555500002000-555500003000 rw-p 00000000 08:01 1234 /fake/app\n"
+	"7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n"
+	"7f1000000000-7f1000001000 r-xp 00000000 08:01 999 /fake/missing\n"
+	"7f2000000000-7f2000001000 r-xp 00000000 08:01 998 /fake/notelf\n"
+	"7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0 [vdso]\n"
+	"7ffffffde000-7ffffffff000 rw-p 00000000 00:00 0 [stack]";
+
+struct fx {
+	struct fake fake;
+	struct opal_proc_source src;
+	struct opal_counters ctr;
+	struct opal_file_table files;
+	struct opal_proc_table procs;
+	struct opal_stack stack;
+};
+
+static struct fx *fx_new(size_t max_files, size_t max_fds, bool include_self)
+{
+	struct fx *x = calloc(1, sizeof(*x));
+
+	x->src = (struct opal_proc_source){ &x->fake, fake_read_maps, fake_open_mapped,
+					    fake_read_info, fake_now };
+	x->fake.now = 1000 * MS;
+	x->fake.procs[0] = (struct fake_proc){ 100, "app", "/fake/app", APP_MAPS };
+	x->fake.files[0] = (struct fake_file){ 100, BASE + 0x1000, BASE + 0x2000, app };
+	x->fake.files[1] = (struct fake_file){ 100, 0x7f2000000000, 0x7f2000001000, notelf };
+	assert_int_equal(opal_files_init(&x->files, max_files, max_fds, &x->src, &x->ctr), 0);
+	assert_int_equal(opal_procs_init(&x->procs, 16, include_self, &x->src, &x->files, &x->ctr),
+			 0);
+	x->procs.on_exclude = fake_on_exclude;
+	x->procs.on_exclude_ctx = &x->fake;
+	return x;
+}
+
+static void fx_free(struct fx *x)
+{
+	opal_procs_destroy(&x->procs);
+	opal_files_destroy(&x->files);
+	free(x);
+}
+
+/* Translates a sample of `pid` with the given stacks. */
+static int translate(struct fx *x, pid_t pid, const uint64_t *k, int nk, const uint64_t *u, int nu)
+{
+	static struct opal_sample_event ev;
+	struct opal_proc *p;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = OPAL_EVENT_SAMPLE;
+	ev.pid = ev.tid = (uint32_t)pid;
+	ev.kstack_n = nk;
+	ev.ustack_n = nu;
+	for (int i = 0; i < nk; i++)
+		ev.kstack[i] = k[i];
+	for (int i = 0; i < nu && i < OPAL_MAX_STACK_DEPTH; i++)
+		ev.ustack[i] = u[i];
+	return opal_translate_sample(&x->procs, &ev, &p, &x->stack);
+}
+
+static void expect_frame(const struct opal_frame *f, uint8_t kind, uint64_t addr, bool ret)
+{
+	if (f->kind != kind || f->address != addr || f->return_address != ret)
+		fail_msg("frame {kind %u, address 0x%llx, ret %d}, want {%u, 0x%llx, %d}", f->kind,
+			 (unsigned long long)f->address, f->return_address, kind,
+			 (unsigned long long)addr, ret);
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void test_native_vdso_jit_kernel(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	uint64_t k[] = { 0xffffffff81000010, 0xffffffff81000020 };
+	uint64_t u[] = { BASE + 0x17e7, BASE + 0x1809, 0x7ffff7fc1010, 0x7f0000000123 };
+
+	assert_int_equal(translate(x, 100, k, 2, u, 4), 0);
+	struct opal_stack *s = &x->stack;
+	assert_int_equal(s->n_frames, 6);
+	expect_frame(&s->frames[0], KERNEL, k[0], false);
+	expect_frame(&s->frames[1], KERNEL, k[1], true);
+	assert_null(s->frames[0].mapping);
+	/* ELF virtual addresses: runtime - start + offset + (p_vaddr - p_offset) */
+	expect_frame(&s->frames[2], NATIVE, 0x17e7, false);
+	expect_frame(&s->frames[3], NATIVE, 0x1809, true);
+	const struct opal_mapping_desc *m = s->frames[2].mapping;
+	assert_non_null(m);
+	assert_ptr_equal(s->frames[3].mapping, m);   /* one description per mapping */
+	assert_true(m->has_file_id);
+	opal_file_id want = file_id_of(app);
+	assert_memory_equal(m->file_id.b, want.b, 16);
+	assert_int_equal(m->build_id_len, 20);
+	assert_memory_equal(m->build_id, BUILD_ID, 20);
+	assert_int_equal(m->start, BASE + 0x1000);
+	assert_int_equal(m->limit, BASE + 0x2000);
+	assert_int_equal(m->file_offset, 0);
+	assert_string_equal(m->path, "/fake/app");
+	/* the load bias agrees with the frames: runtime = vaddr + bias */
+	assert_int_equal(m->load_bias, BASE);
+	assert_int_equal(0x17e7 + m->load_bias, u[0]);
+	/* vDSO and anonymous executable memory: runtime address, no file ID */
+	expect_frame(&s->frames[4], NATIVE, 0x7ffff7fc1010, true);
+	assert_false(s->frames[4].mapping->has_file_id);
+	assert_string_equal(s->frames[4].mapping->path, "[vdso]");
+	assert_int_equal(s->frames[4].mapping->load_bias, 0);
+	expect_frame(&s->frames[5], NATIVE, 0x7f0000000123, true);
+	assert_false(s->frames[5].mapping->has_file_id);
+	assert_string_equal(s->frames[5].mapping->path, "");
+	assert_int_equal(s->n_maps, 3);
+	assert_int_equal(x->ctr.maps_reads, 1);
+	assert_int_equal(x->ctr.files_opened, 1);
+	assert_int_equal(x->ctr.file_open_errors, 0);
+	assert_int_equal(x->ctr.frames_no_mapping, 0);
+
+	/* the second sample uses the caches: no new maps read or file open */
+	assert_int_equal(translate(x, 100, NULL, 0, u, 2), 0);
+	assert_int_equal(x->stack.n_frames, 2);
+	expect_frame(&x->stack.frames[0], NATIVE, 0x17e7, false);
+	assert_int_equal(x->ctr.maps_reads, 1);
+	assert_int_equal(x->fake.opens, 1);
+	assert_int_equal(x->fake.info_reads, 1);
+	fx_free(x);
+}
+
+static void test_no_mapping_ends_stack_and_rereads_rate_limited(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	uint64_t u[] = { BASE + 0x17e7, 0x10000010, BASE + 0x1800 };
+
+	assert_int_equal(translate(x, 100, NULL, 0, u, 3), 0);
+	assert_int_equal(x->stack.n_frames, 2);
+	expect_frame(&x->stack.frames[0], NATIVE, 0x17e7, false);
+	expect_frame(&x->stack.frames[1], ERROR, E_NO_MAPPING, false);
+	assert_null(x->stack.frames[1].mapping);
+	assert_int_equal(x->ctr.frames_no_mapping, 1);
+	/* maps were read just now: the miss does not re-read them */
+	assert_int_equal(x->ctr.maps_reads, 1);
+
+	/* a new mapping appears (dlopen) */
+	static char maps2[sizeof(APP_MAPS) + 100];
+	snprintf(maps2, sizeof(maps2), "10000000-10001000 r-xp 00000000 00:00 0 [anon:jit]\n%s",
+		 APP_MAPS);
+	x->fake.procs[0].maps = maps2;
+	x->fake.now += 50 * MS;
+	assert_int_equal(translate(x, 100, NULL, 0, u, 3), 0);
+	assert_int_equal(x->ctr.maps_reads, 1);   /* within 100 ms: still limited */
+	assert_int_equal(x->stack.n_frames, 2);
+	assert_int_equal(x->ctr.frames_no_mapping, 2);
+
+	x->fake.now += 60 * MS;
+	assert_int_equal(translate(x, 100, NULL, 0, u, 3), 0);
+	assert_int_equal(x->ctr.maps_reads, 2);   /* re-read once */
+	assert_int_equal(x->stack.n_frames, 3);
+	expect_frame(&x->stack.frames[1], NATIVE, 0x10000010, true);
+	assert_string_equal(x->stack.frames[1].mapping->path, "[anon:jit]");
+	expect_frame(&x->stack.frames[2], NATIVE, 0x1800, true);
+	assert_true(x->stack.frames[2].mapping->has_file_id);
+	assert_int_equal(x->ctr.frames_no_mapping, 2);
+
+	/* all addresses known: no re-read however much time passes */
+	x->fake.now += 10000 * MS;
+	assert_int_equal(translate(x, 100, NULL, 0, u, 3), 0);
+	assert_int_equal(x->ctr.maps_reads, 2);
+	fx_free(x);
+}
+
+static void test_non_executable_mapping_is_no_mapping(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	/* a "return address" on the stack or in the data segment: a broken walk */
+	uint64_t u[] = { BASE + 0x17e7, 0x7ffffffde100, BASE + 0x1800 };
+	uint64_t u2[] = { BASE + 0x2010 };
+
+	assert_int_equal(translate(x, 100, NULL, 0, u, 3), 0);
+	assert_int_equal(x->stack.n_frames, 2);
+	expect_frame(&x->stack.frames[1], ERROR, E_NO_MAPPING, false);
+	assert_int_equal(translate(x, 100, NULL, 0, u2, 1), 0);
+	assert_int_equal(x->stack.n_frames, 1);
+	expect_frame(&x->stack.frames[0], ERROR, E_NO_MAPPING, false);
+	assert_int_equal(x->ctr.frames_no_mapping, 2);
+	fx_free(x);
+}
+
+static void test_unreadable_files_keep_runtime_address(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	uint64_t u[] = { 0x7f1000000100, 0x7f2000000200, BASE + 0x17e7 };
+
+	assert_int_equal(translate(x, 100, NULL, 0, u, 3), 0);
+	assert_int_equal(x->stack.n_frames, 3);
+	/* /fake/missing cannot be opened */
+	expect_frame(&x->stack.frames[0], NATIVE, 0x7f1000000100, false);
+	assert_false(x->stack.frames[0].mapping->has_file_id);
+	assert_string_equal(x->stack.frames[0].mapping->path, "/fake/missing");
+	/* /fake/notelf opens but is no ELF file */
+	expect_frame(&x->stack.frames[1], NATIVE, 0x7f2000000200, true);
+	assert_false(x->stack.frames[1].mapping->has_file_id);
+	expect_frame(&x->stack.frames[2], NATIVE, 0x17e7, true);
+	assert_int_equal(x->ctr.file_open_errors, 2);
+	assert_int_equal(x->ctr.files_opened, 2);   /* notelf and app */
+
+	/* failures are remembered per mapping: not counted again */
+	assert_int_equal(translate(x, 100, NULL, 0, u, 3), 0);
+	assert_int_equal(x->ctr.file_open_errors, 2);
+	assert_int_equal(x->ctr.files_opened, 2);
+	fx_free(x);
+}
+
+static void test_opal_processes_excluded(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	uint64_t u[] = { BASE + 0x17e7 };
+
+	x->fake.procs[1] = (struct fake_proc){ 200, "opal-symbolizer", "/usr/bin/opal-symbolizer",
+					       APP_MAPS };
+	x->fake.procs[2] = (struct fake_proc){ 300, "python3", "/usr/bin/python3", APP_MAPS };
+	assert_int_equal(translate(x, 200, NULL, 0, u, 1), 1);
+	assert_int_equal(x->ctr.samples_self, 1);
+	assert_int_equal(x->fake.n_excluded, 1);
+	assert_int_equal(x->fake.excluded[0], 200);
+	assert_int_equal(translate(x, 200, NULL, 0, u, 1), 1);
+	assert_int_equal(x->ctr.samples_self, 2);
+	assert_int_equal(x->fake.n_excluded, 1);   /* told once */
+	assert_int_equal(x->ctr.maps_reads, 0);    /* no work for excluded processes */
+
+	/* explicit exclusion (the symbolizer peer found with SO_PEERCRED) */
+	assert_int_equal(translate(x, 300, NULL, 0, u, 1), 0);
+	opal_procs_exclude(&x->procs, 300);
+	assert_int_equal(x->fake.excluded[1], 300);
+	assert_int_equal(translate(x, 300, NULL, 0, u, 1), 1);
+	/* ... also after its cache entry is gone (exec) */
+	opal_procs_forget(&x->procs, 300);
+	assert_int_equal(translate(x, 300, NULL, 0, u, 1), 1);
+	/* its exit ends the exclusion */
+	assert_true(opal_procs_exited(&x->procs, 300));
+	assert_false(opal_procs_exited(&x->procs, 300));
+	assert_int_equal(translate(x, 300, NULL, 0, u, 1), 0);
+	fx_free(x);
+
+	/* --include-self: nothing excluded */
+	x = fx_new(16, 16, true);
+	x->fake.procs[1] = (struct fake_proc){ 200, "opal-symbolizer", "/usr/bin/opal-symbolizer",
+					       APP_MAPS };
+	assert_int_equal(translate(x, 200, NULL, 0, u, 1), 0);
+	opal_procs_exclude(&x->procs, 100);
+	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);
+	assert_int_equal(x->fake.n_excluded, 0);
+	assert_int_equal(x->ctr.samples_self, 0);
+	fx_free(x);
+}
+
+static void test_exec_drops_cached_maps(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	uint64_t old_pc[] = { BASE + 0x17e7 };
+
+	assert_int_equal(translate(x, 100, NULL, 0, old_pc, 1), 0);
+	assert_int_equal(x->ctr.maps_reads, 1);
+	/* exec: same pid, new image at another base */
+	x->fake.procs[0].maps = "666600001000-666600002000 r-xp 00000000 08:01 77 /fake/app2\n";
+	x->fake.procs[0].exe = "/fake/app2";
+	x->fake.files[0] = (struct fake_file){ 100, 0x666600001000, 0x666600002000, app2 };
+	opal_procs_forget(&x->procs, 100);
+	uint64_t new_pc[] = { 0x666600001700 };
+	assert_int_equal(translate(x, 100, NULL, 0, new_pc, 1), 0);
+	assert_int_equal(x->ctr.maps_reads, 2);
+	assert_int_equal(x->fake.info_reads, 2);
+	expect_frame(&x->stack.frames[0], NATIVE, 0x1700, false);
+	opal_file_id want = file_id_of(app2);
+	assert_memory_equal(x->stack.frames[0].mapping->file_id.b, want.b, 16);
+	fx_free(x);
+}
+
+static void test_truncated_and_unreadable_stacks(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	static uint64_t deep[OPAL_MAX_STACK_DEPTH];
+
+	for (int i = 0; i < OPAL_MAX_STACK_DEPTH; i++)
+		deep[i] = BASE + 0x1700 + (uint64_t)i;
+	assert_int_equal(translate(x, 100, NULL, 0, deep, OPAL_MAX_STACK_DEPTH), 0);
+	assert_int_equal(x->stack.n_frames, OPAL_MAX_STACK_DEPTH + 1);
+	expect_frame(&x->stack.frames[OPAL_MAX_STACK_DEPTH - 1], NATIVE,
+		     0x1700 + OPAL_MAX_STACK_DEPTH - 1, true);
+	expect_frame(&x->stack.frames[OPAL_MAX_STACK_DEPTH], ERROR, E_TRUNCATED, false);
+	/* one frame short of the limit: complete, no error frame */
+	assert_int_equal(translate(x, 100, NULL, 0, deep, OPAL_MAX_STACK_DEPTH - 1), 0);
+	assert_int_equal(x->stack.n_frames, OPAL_MAX_STACK_DEPTH - 1);
+
+	/* bpf_get_stack failed on the user stack */
+	uint64_t k[] = { 0xffffffff81000010 };
+	assert_int_equal(translate(x, 100, k, 1, NULL, -EFAULT), 0);
+	assert_int_equal(x->stack.n_frames, 2);
+	expect_frame(&x->stack.frames[0], KERNEL, k[0], false);
+	expect_frame(&x->stack.frames[1], ERROR, E_UNREADABLE, false);
+	assert_int_equal(x->ctr.stack_errors, 1);
+	/* a kernel thread: kernel frames only, no error */
+	assert_int_equal(translate(x, 100, k, 1, NULL, 0), 0);
+	assert_int_equal(x->stack.n_frames, 1);
+	assert_int_equal(x->ctr.stack_errors, 1);
+	fx_free(x);
+}
+
+static void test_process_gone(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	uint64_t u[] = { BASE + 0x17e7, BASE + 0x1800 };
+
+	assert_int_equal(translate(x, 4242, NULL, 0, u, 2), 0);
+	assert_int_equal(x->stack.n_frames, 1);
+	expect_frame(&x->stack.frames[0], ERROR, E_NO_MAPPING, false);
+	fx_free(x);
+}
+
+/* ---- file table bounds ----------------------------------------------------- */
+
+static const char TWO_MAPS[] =
+	"555500001000-555500002000 r-xp 00000000 08:01 1234 /fake/app\n"
+	"666600001000-666600002000 r-xp 00000000 08:01 77 /fake/app2\n";
+
+static struct fx *fx_two_files(size_t max_files, size_t max_fds)
+{
+	struct fx *x = fx_new(max_files, max_fds, false);
+
+	x->fake.procs[0].maps = TWO_MAPS;
+	x->fake.files[1] = (struct fake_file){ 100, 0x666600001000, 0x666600002000, app2 };
+	return x;
+}
+
+static void test_fd_lru_and_reopen(void **state)
+{
+	(void)state;
+	struct fx *x = fx_two_files(16, 1);
+	uint64_t u[] = { BASE + 0x17e7, 0x666600001700 };
+
+	assert_int_equal(translate(x, 100, NULL, 0, u, 2), 0);
+	assert_int_equal(x->stack.n_frames, 2);
+	assert_int_equal(x->files.n_files, 2);
+	assert_int_equal(x->files.n_fds, 1);   /* the bound closed app's descriptor */
+	opal_file_id id1 = file_id_of(app), id2 = file_id_of(app2);
+	struct opal_file *f1 = opal_files_find_id(&x->files, &id1);
+	struct opal_file *f2 = opal_files_find_id(&x->files, &id2);
+	assert_non_null(f1);
+	assert_non_null(f2);
+	assert_int_equal(f1->fd, -1);
+	assert_true(f2->fd >= 0);
+	/* identity kept: translation still works without reopening */
+	int opens = x->fake.opens;
+	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);
+	expect_frame(&x->stack.frames[0], NATIVE, 0x17e7, false);
+	assert_true(x->stack.frames[0].mapping->has_file_id);
+	assert_int_equal(x->fake.opens, opens);
+
+	/* a FileRequest needs the descriptor: reopened through the witness */
+	int fd = opal_files_fd(&x->files, f1);
+	assert_true(fd >= 0);
+	assert_int_equal(f1->fd, fd);
+	assert_int_equal(f2->fd, -1);
+	assert_int_equal(x->files.n_fds, 1);
+	opal_file_id got;
+	assert_int_equal(opal_file_id_from_fd(fd, &got), 0);
+	assert_memory_equal(got.b, id1.b, 16);
+
+	/* the witness now maps another file: reopening must not pass it off */
+	assert_true(opal_files_fd(&x->files, f2) >= 0);   /* closes f1's descriptor */
+	assert_int_equal(f1->fd, -1);
+	x->fake.files[0].path = app2;
+	assert_int_equal(opal_files_fd(&x->files, f1), -ENOENT);
+	assert_int_equal(f1->n_witness, 0);
+	fx_free(x);
+}
+
+static void test_identity_bound(void **state)
+{
+	(void)state;
+	struct fx *x = fx_two_files(1, 16);
+	uint64_t u1[] = { BASE + 0x17e7 }, u2[] = { 0x666600001700 };
+
+	assert_int_equal(translate(x, 100, NULL, 0, u1, 1), 0);
+	assert_int_equal(translate(x, 100, NULL, 0, u2, 1), 0);
+	assert_int_equal(x->files.n_files, 1);
+	assert_int_equal(x->files.n_fds, 1);
+	opal_file_id id1 = file_id_of(app);
+	assert_null(opal_files_find_id(&x->files, &id1));
+	/* the process's mapping is resolved again when its file was dropped */
+	assert_int_equal(translate(x, 100, NULL, 0, u1, 1), 0);
+	expect_frame(&x->stack.frames[0], NATIVE, 0x17e7, false);
+	assert_memory_equal(x->stack.frames[0].mapping->file_id.b, id1.b, 16);
+	assert_non_null(opal_files_find_id(&x->files, &id1));
+	assert_int_equal(x->files.n_files, 1);
+	fx_free(x);
+}
+
+static void test_shared_file_one_entry(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	uint64_t u[] = { BASE + 0x17e7 };
+
+	x->fake.procs[1] = (struct fake_proc){ 101, "app", "/fake/app", APP_MAPS };
+	x->fake.files[2] = (struct fake_file){ 101, BASE + 0x1000, BASE + 0x2000, app };
+	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);
+	assert_int_equal(translate(x, 101, NULL, 0, u, 1), 0);
+	assert_int_equal(x->files.n_files, 1);
+	assert_int_equal(x->files.n_fds, 1);
+	opal_file_id id1 = file_id_of(app);
+	struct opal_file *f = opal_files_find_id(&x->files, &id1);
+	assert_int_equal(f->n_witness, 2);
+	assert_int_equal(f->witness[0].pid, 101);   /* newest first */
+	assert_int_equal(f->witness[1].pid, 100);
+	fx_free(x);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_native_vdso_jit_kernel),
+		cmocka_unit_test(test_no_mapping_ends_stack_and_rereads_rate_limited),
+		cmocka_unit_test(test_non_executable_mapping_is_no_mapping),
+		cmocka_unit_test(test_unreadable_files_keep_runtime_address),
+		cmocka_unit_test(test_opal_processes_excluded),
+		cmocka_unit_test(test_exec_drops_cached_maps),
+		cmocka_unit_test(test_truncated_and_unreadable_stacks),
+		cmocka_unit_test(test_process_gone),
+		cmocka_unit_test(test_fd_lru_and_reopen),
+		cmocka_unit_test(test_identity_bound),
+		cmocka_unit_test(test_shared_file_one_entry),
+	};
+	return cmocka_run_group_tests(tests, setup_files, teardown_files);
+}
