@@ -121,7 +121,7 @@ unit: $(UNIT_BINS) $(FIXTURES)
 	tests/run-unit.sh $(BUILD) $(UNIT_BINS)
 
 integration: all $(FIXTURES)
-	tests/integration/run.sh $(BUILD)
+	tests/run-integration.sh $(BUILD)
 
 test: deps
 	$(MAKE) all

@@ -8,7 +8,7 @@ PKGS=(
   libelf-dev libdw-dev elfutils libsqlite3-dev libprotobuf-c-dev protobuf-c-compiler
   protobuf-compiler libjansson-dev libmicrohttpd-dev libcmocka-dev libcurl4-openssl-dev
   zlib1g-dev libssl-dev libiberty-dev libseccomp-dev libdebuginfod-dev
-  golang-go binutils procps
+  golang-go binutils procps python3
 )
 
 missing=()
