@@ -94,21 +94,28 @@ static uint32_t kernel_location(struct ingest_run *r, const Opal__Wire__V1__Fram
 	return id;
 }
 
+/* The has_* flags say what symbolization could give for this file (so
+ * pprof tools do not try to re-symbolize it themselves). */
 static uint32_t profile_mapping(struct ingest_run *r, const Opal__Wire__V1__Mapping *m)
 {
 	char build_id[2 * OPAL_BUILD_ID_MAX + 1], file_id[33];
-	bool has_file = m->file_id.len == OPAL_FILE_ID_LEN;
+	enum opal_debug_quality q = OPAL_DEBUG_NONE;
 	struct opal_profile_mapping pm = {
 		.start = m->start, .limit = m->limit, .file_offset = m->file_offset,
 		.filename = m->path ? m->path : "",
-		.has_functions = has_file, .has_filenames = has_file,
-		.has_line_numbers = has_file, .has_inline_frames = has_file,
 	};
 
-	if (has_file) {
+	if (m->file_id.len == OPAL_FILE_ID_LEN) {
+		opal_file_id fid;
+		memcpy(fid.b, m->file_id.data, OPAL_FILE_ID_LEN);
+		if (opal_symbolizer_file_quality(r->s, &fid, &q) < 0)
+			q = OPAL_DEBUG_NONE;
 		opal_hex_encode(m->file_id.data, OPAL_FILE_ID_LEN, file_id);
 		pm.file_id_htlhash = file_id;
 	}
+	pm.has_functions = q >= OPAL_DEBUG_DYNSYM;
+	pm.has_filenames = pm.has_line_numbers = q >= OPAL_DEBUG_DWARF_LINES;
+	pm.has_inline_frames = q >= OPAL_DEBUG_DWARF_INLINE;
 	if (m->gnu_build_id.len > 0 && m->gnu_build_id.len <= OPAL_BUILD_ID_MAX) {
 		opal_hex_encode(m->gnu_build_id.data, m->gnu_build_id.len, build_id);
 		pm.build_id_gnu = build_id;
