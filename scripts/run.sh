@@ -44,7 +44,9 @@ interrupted=0
 trap 'interrupted=1' INT TERM
 trap stop_all EXIT
 
-"$BUILD/opal-symbolizer" --socket "$SOCK" --state-dir "$STATE" --out-dir "$OUT" \
+# Own sessions (setsid): Ctrl-C reaches only this script, which then stops
+# the collector first (it flushes its last interval) and the symbolizer after.
+setsid "$BUILD/opal-symbolizer" --socket "$SOCK" --state-dir "$STATE" --out-dir "$OUT" \
 	--whole-run --user "$RUN_USER" &
 sym_pid=$!
 for _ in $(seq 50); do
@@ -54,7 +56,7 @@ for _ in $(seq 50); do
 done
 [ -S "$SOCK" ] || die "opal-symbolizer did not create $SOCK"
 
-"$BUILD/opal-collector" --socket "$SOCK" --frequency "$FREQUENCY" --interval "$INTERVAL" &
+setsid "$BUILD/opal-collector" --socket "$SOCK" --frequency "$FREQUENCY" --interval "$INTERVAL" &
 coll_pid=$!
 
 echo "make run: profiling this machine for ${DURATION}s at ${FREQUENCY} Hz (Ctrl-C stops early)" >&2

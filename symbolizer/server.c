@@ -289,13 +289,13 @@ int opal_server_run(const struct opal_server_config *cfg, volatile sig_atomic_t 
 			pfd[n] = (struct pollfd){ .fd = sv.conns[i].fd, .events = POLLIN };
 			idx[n++] = i;
 		}
-		/* Draining: stop once nothing more is readable right now. */
-		int timeout = drain_until ? 200 : 500;
-		int r = poll(pfd, (nfds_t)n, timeout);
+		/* Draining: serve connected collectors until they hang up (a
+		 * stopping collector sends its final interval first), bounded. */
+		if (drain_until && (n == 0 || now_ms() > drain_until))
+			break;
+		int r = poll(pfd, (nfds_t)n, 200);
 		if (r < 0 && errno != EINTR)
 			return -errno;
-		if (drain_until && (r <= 0 || now_ms() > drain_until))
-			break;
 		for (int k = 0; r > 0 && k < n; k++) {
 			if (!pfd[k].revents)
 				continue;

@@ -25,8 +25,8 @@ struct opal_server_config {
 	bool whole_run;                     /* also keep and write the whole-run profile */
 };
 
-/* Serves until *stop becomes non-zero, then drains what connected
- * collectors already sent (bounded: 3 s), writes the whole-run profile and
+/* Serves until *stop becomes non-zero, then keeps serving connected
+ * collectors until they disconnect (bounded: 3 s), writes the whole-run profile and
  * returns 0; -errno on a fatal error of the listening socket. */
 int opal_server_run(const struct opal_server_config *cfg, volatile sig_atomic_t *stop);
 
