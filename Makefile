@@ -12,7 +12,8 @@ FREQUENCY  ?= 20
 INTERVAL   ?= 5
 OUT        ?= out
 
-PKGS       := libbpf libelf libdw sqlite3 libprotobuf-c jansson libmicrohttpd libcurl zlib libcrypto libseccomp
+PKGS       := libbpf libelf libdw sqlite3 libprotobuf-c jansson libmicrohttpd libcurl zlib libcrypto libseccomp \
+              liblzma libdebuginfod libarchive
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -41,7 +42,8 @@ BPF_SRC    := $(wildcard bpf/*.bpf.c)
 BPF_O      := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRC))
 SKELS      := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRC))
 
-BINS       := $(BUILD)/opal-collector $(BUILD)/opal-symbolizer $(BUILD)/opal-report
+BINS       := $(BUILD)/opal-collector $(BUILD)/opal-symbolizer $(BUILD)/opal-report \
+              $(BUILD)/opal-debuginfo
 
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -105,6 +107,8 @@ $(BUILD)/opal-symbolizer: $(BUILD)/symbolizer/main.o $(LIBSYM) $(LIBSHARED)
 	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 $(BUILD)/opal-report: $(BUILD)/symbolizer/report_main.o $(LIBSYM) $(LIBSHARED)
 	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+$(BUILD)/opal-debuginfo: $(BUILD)/symbolizer/debuginfo_main.o $(LIBSYM) $(LIBSHARED)
+	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 # ---- tests -----------------------------------------------------------------
 $(FIXTURES): $(wildcard tests/fixtures/*/*) tests/fixtures/build.sh
@@ -134,3 +138,81 @@ run: deps
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- install (make install PREFIX=/usr DESTDIR=...) -------------------------
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+SYSCONFDIR  ?= /etc
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+MANDIR      ?= $(PREFIX)/share/man
+DOCDIR      ?= $(PREFIX)/share/doc/opal
+VERSION     ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+UNITS       := opal-collector.service opal-symbolizer.service opal-symbolizer.socket
+INST_BINS   := opal-collector opal-symbolizer opal-report
+OPT_BINS    := opal-debuginfo
+MAN8        := $(BUILD)/man/opal-collector.8 $(BUILD)/man/opal-symbolizer.8
+MAN1        := $(BUILD)/man/opal-report.1
+
+.PHONY: install uninstall man
+
+# Manual pages are the programs' --help, plus docs/man/<prog>.h2m sections.
+$(BUILD)/man/%.8: $(BUILD)/% docs/man/%.h2m
+	@mkdir -p $(dir $@)
+	help2man --no-info --section 8 --version-string="$(VERSION)" --no-discard-stderr \
+		--include docs/man/$*.h2m --output $@ $<
+$(BUILD)/man/%.1: $(BUILD)/% docs/man/%.h2m
+	@mkdir -p $(dir $@)
+	help2man --no-info --section 1 --version-string="$(VERSION)" --no-discard-stderr \
+		--include docs/man/$*.h2m --output $@ $<
+
+man: $(MAN8) $(MAN1)
+
+install: all man
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/opal \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)
+	install -m 0755 $(addprefix $(BUILD)/,$(INST_BINS)) $(DESTDIR)$(BINDIR)/
+	for b in $(OPT_BINS); do \
+		if [ -x $(BUILD)/$$b ]; then install -m 0755 $(BUILD)/$$b $(DESTDIR)$(BINDIR)/; fi; \
+	done
+	for u in $(UNITS); do \
+		sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@sysconfdir@|$(SYSCONFDIR)|g' \
+		    -e 's|@docdir@|$(DOCDIR)|g' systemd/$$u.in > $(DESTDIR)$(UNITDIR)/$$u.tmp && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.tmp && \
+		mv $(DESTDIR)$(UNITDIR)/$$u.tmp $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+	@# An edited configuration is never overwritten.
+	if [ -e $(DESTDIR)$(SYSCONFDIR)/opal/opal.env ]; then \
+		echo "install: keeping existing $(DESTDIR)$(SYSCONFDIR)/opal/opal.env"; \
+	else \
+		install -m 0644 systemd/opal.env $(DESTDIR)$(SYSCONFDIR)/opal/opal.env; \
+	fi
+	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	@if [ -z "$(DESTDIR)" ]; then \
+		echo "install: now run: systemctl daemon-reload && systemctl enable --now opal-symbolizer.socket opal-collector.service"; \
+	fi
+
+# Removes what install put there; a configuration edited since install is
+# kept (and named), as package managers do until a purge.
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(INST_BINS) $(OPT_BINS))
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS))
+	rm -f $(DESTDIR)$(MANDIR)/man8/opal-collector.8 $(DESTDIR)$(MANDIR)/man8/opal-symbolizer.8 \
+		$(DESTDIR)$(MANDIR)/man1/opal-report.1
+	rm -rf $(DESTDIR)$(DOCDIR)
+	if cmp -s systemd/opal.env $(DESTDIR)$(SYSCONFDIR)/opal/opal.env; then \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/opal/opal.env; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/opal/opal.env ]; then \
+		echo "uninstall: keeping edited $(DESTDIR)$(SYSCONFDIR)/opal/opal.env"; \
+	fi
+	rmdir $(DESTDIR)$(SYSCONFDIR)/opal 2>/dev/null || true
+
+# ---- benchmarks --------------------------------------------------------------
+# The symbolization benchmark's driver; bench/symbolize/run.sh runs it.
+.PHONY: bench-symbolize
+bench-symbolize: $(BUILD)/bench/bench_symbolize
+
+$(BUILD)/bench/bench_symbolize: bench/symbolize/bench_symbolize.c $(LIBSYM) $(LIBSHARED)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIBSYM) $(LIBSHARED) $(LDLIBS) -o $@

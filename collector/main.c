@@ -17,6 +17,7 @@
 #include "files.h"
 #include "hostinfo.h"
 #include "log.h"
+#include "notify.h"
 #include "options.h"
 #include "proc.h"
 #include "procsrc.h"
@@ -54,6 +55,17 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop_signals++;
+	opal_notify("STOPPING=1");   /* async-signal-safe: one sendto() */
+}
+
+/* Every collector setting comes from its command line, which a running
+ * process cannot re-read: SIGHUP is acknowledged, not fatal. */
+static void on_sighup(int sig)
+{
+	static const char msg[] = "<5>opal-collector: SIGHUP: nothing to reload: all settings "
+				  "come from the command line; restart to change them\n";
+	(void)sig;
+	(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
 }
 
 static void install_signals(void)
@@ -65,6 +77,9 @@ static void install_signals(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_sighup;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 }
 
@@ -247,6 +262,10 @@ static void close_interval(struct collector *c, bool final)
 		   "%zu queued", (unsigned long long)m.seq, final ? " (final)" : "",
 		   opal_agg_n_samples(c->agg), opal_agg_n_stacks(c->agg),
 		   (unsigned long long)m.idle_samples, e.len, e.n_ids, c->q.n);
+	opal_notify_status("interval %llu: %zu samples; %zu intervals unacknowledged; "
+			   "%llu intervals dropped", (unsigned long long)m.seq,
+			   opal_agg_n_samples(c->agg), c->q.n,
+			   (unsigned long long)c->ctr.intervals_dropped);
 	c->next_seq++;
 	c->idle_at_start = bpf[OPAL_CTR_IDLE];
 	c->interval_start_mono = now;
@@ -286,7 +305,8 @@ static int setup(struct collector *c)
 	err = opal_sampling_start(&c->smp, c->opt.frequency_hz, on_record, c, why, sizeof(why));
 	if (err < 0) {
 		opal_err("BPF unavailable: %s. opal-collector must run as root (CAP_BPF, "
-			 "CAP_PERFMON, CAP_SYS_ADMIN) on a kernel with BTF "
+			 "CAP_PERFMON, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, "
+			 "CAP_CHECKPOINT_RESTORE, CAP_SYSLOG) on a kernel with BTF "
 			 "(/sys/kernel/btf/vmlinux).", why);
 		return -1;
 	}
@@ -367,8 +387,13 @@ int main(int argc, char **argv)
 		return r > 0 ? 0 : 2;
 	opal_log_init("opal-collector", c.opt.verbose);
 	install_signals();
+	if ((r = opal_notify_init()) < 0)
+		opal_warn("NOTIFY_SOCKET unusable: %s", strerror(-r));
 	if (setup(&c) < 0)
 		return 1;
+	opal_notify("READY=1");
+	opal_notify_status("sampling at %u Hz, %u s intervals", c.opt.frequency_hz,
+			   c.opt.interval_s);
 	run(&c);
 	finish(&c);
 	opal_sender_close(&c.snd);
@@ -377,5 +402,6 @@ int main(int argc, char **argv)
 	opal_agg_free(c.agg);
 	opal_procs_destroy(&c.procs);
 	opal_files_destroy(&c.files);
+	opal_notify_close();
 	return 0;
 }

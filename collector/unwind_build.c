@@ -2,6 +2,7 @@
 #include "unwind_build.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include "htab.h"
@@ -101,10 +102,13 @@ int64_t opal_unwind_builder_body(struct opal_unwind_builder *b, const struct opa
 int opal_unwind_builder_add(struct opal_unwind_builder *b, uint64_t start, uint64_t end,
 			    uint32_t body)
 {
+	if (end - start > UINT32_MAX)
+		return -E2BIG;
 	if (b->n_spans > 0) {
 		struct opal_unwind_span *last = &b->spans[b->n_spans - 1];
-		if (last->end == start && last->body == body) {
-			last->end = end;
+		if (last->start + last->len == start && last->body == body &&
+		    end - last->start <= UINT32_MAX) {
+			last->len = (uint32_t)(end - last->start);
 			return 0;
 		}
 	}
@@ -112,10 +116,9 @@ int opal_unwind_builder_add(struct opal_unwind_builder *b, uint64_t start, uint6
 		return -E2BIG;
 	if (grow((void **)&b->spans, &b->cap_spans, b->n_spans + 1, sizeof(*b->spans)))
 		return -ENOMEM;
-	b->spans[b->n_spans] = (struct opal_unwind_span){
-		.start = start, .end = end, .body = body, .seq = (uint32_t)b->n_spans,
+	b->spans[b->n_spans++] = (struct opal_unwind_span){
+		.start = start, .len = (uint32_t)(end - start), .body = body,
 	};
-	b->n_spans++;
 	return 0;
 }
 
@@ -124,96 +127,113 @@ static int span_cmp(const void *pa, const void *pb)
 	const struct opal_unwind_span *a = pa, *b = pb;
 	if (a->start != b->start)
 		return a->start < b->start ? -1 : 1;
-	return a->seq < b->seq ? -1 : a->seq > b->seq;
+	if (a->len != b->len)
+		return a->len < b->len ? -1 : 1;
+	return a->body < b->body ? -1 : a->body > b->body;
 }
 
-struct raw_rule {
-	uint64_t addr;
-	uint32_t body;
+/* Output of the sweep: counts rules when `rules` is NULL, else writes
+ * them (addresses relative to `base`, bodies not yet remapped). */
+struct sweep {
+	struct opal_unwind_rule *rules;
+	size_t n;
+	uint64_t base;
+	uint32_t last_body;
+	bool overflow;   /* an address beyond base + 4 GiB */
 };
 
 /* Appends a rule unless it repeats the previous body (equal neighbours
  * merge: the earlier rule already covers the address). */
-static void emit(struct raw_rule *v, size_t *n, uint64_t addr, uint32_t body)
+static void emit(struct sweep *sw, uint64_t addr, uint32_t body)
 {
-	if (*n > 0 && v[*n - 1].body == body)
+	if (sw->n > 0 && sw->last_body == body)
 		return;
-	v[(*n)++] = (struct raw_rule){ .addr = addr, .body = body };
+	if (sw->rules) {
+		if (addr - sw->base > UINT32_MAX)
+			sw->overflow = true;
+		sw->rules[sw->n] = (struct opal_unwind_rule){
+			.addr = (uint32_t)(addr - sw->base), .body = body,
+		};
+	}
+	sw->n++;
+	sw->last_body = body;
+}
+
+/* Walks the sorted spans: trims overlaps, puts a GAP rule between spans
+ * that do not touch and after the last one. */
+static void sweep(const struct opal_unwind_builder *b, struct sweep *sw)
+{
+	uint64_t covered = 0;
+
+	for (size_t i = 0; i < b->n_spans; i++) {
+		const struct opal_unwind_span *s = &b->spans[i];
+		uint64_t end = s->start + s->len;
+		if (i > 0 && end <= covered)
+			continue;   /* shadowed by earlier spans */
+		uint64_t start = i > 0 && s->start < covered ? covered : s->start;
+		if (i > 0 && start > covered)
+			emit(sw, covered, 0);
+		emit(sw, start, s->body);
+		covered = end;
+	}
+	emit(sw, covered, 0);
 }
 
 int opal_unwind_builder_finish(struct opal_unwind_builder *b, uint32_t max_rules,
 			       struct opal_unwind_table *out)
 {
-	struct raw_rule *raw = NULL;
-	uint32_t *remap = NULL;
-	size_t n = 0;
-	int rc = -ENOMEM;
+	struct sweep count = {0};
+	uint32_t *remap;
 
 	if (b->n_spans == 0)
 		return -ENODATA;
 	qsort(b->spans, b->n_spans, sizeof(*b->spans), span_cmp);
-	/* every span yields at most itself and one gap before it, plus the
-	 * final gap */
-	raw = malloc((2 * b->n_spans + 1) * sizeof(*raw));
+	sweep(b, &count);
+	if (count.n > max_rules || count.n > OPAL_UNWIND_MAX_RULES)
+		return -E2BIG;
+
+	struct sweep sw = { .base = b->spans[0].start };
+	sw.rules = malloc(count.n * sizeof(*sw.rules));
 	remap = malloc(b->n_bodies * sizeof(*remap));
-	if (!raw || !remap)
-		goto out;
-
-	uint64_t covered = 0;
-	bool have = false;
-	for (size_t i = 0; i < b->n_spans; i++) {
-		const struct opal_unwind_span *s = &b->spans[i];
-		if (have && s->end <= covered)
-			continue;   /* shadowed by earlier spans */
-		uint64_t start = have && s->start < covered ? covered : s->start;
-		if (have && start > covered)
-			emit(raw, &n, covered, 0);
-		emit(raw, &n, start, s->body);
-		covered = s->end;
-		have = true;
+	if (!sw.rules || !remap) {
+		free(sw.rules);
+		free(remap);
+		return -ENOMEM;
 	}
-	emit(raw, &n, covered, 0);
-
-	rc = -E2BIG;
-	if (n > max_rules || n > OPAL_UNWIND_MAX_RULES || raw[n - 1].addr - raw[0].addr > UINT32_MAX)
-		goto out;
+	sweep(b, &sw);
+	if (sw.overflow) {
+		free(sw.rules);
+		free(remap);
+		return -E2BIG;
+	}
 
 	/* keep only referenced bodies, GAP first */
 	for (size_t i = 0; i < b->n_bodies; i++)
 		remap[i] = UINT32_MAX;
 	remap[0] = 0;
 	uint32_t n_bodies = 1;
-	for (size_t i = 0; i < n; i++)
-		if (remap[raw[i].body] == UINT32_MAX)
-			remap[raw[i].body] = n_bodies++;
-
-	rc = -ENOMEM;
-	out->rules = malloc(n * sizeof(*out->rules));
-	out->bodies = malloc(n_bodies * sizeof(*out->bodies));
-	if (!out->rules || !out->bodies) {
-		free(out->rules);
-		free(out->bodies);
-		out->rules = NULL;
-		out->bodies = NULL;
-		goto out;
+	for (size_t i = 0; i < sw.n; i++) {
+		if (remap[sw.rules[i].body] == UINT32_MAX)
+			remap[sw.rules[i].body] = n_bodies++;
+		sw.rules[i].body = remap[sw.rules[i].body];
 	}
-	out->base = raw[0].addr;
-	for (size_t i = 0; i < n; i++) {
-		out->rules[i].addr = (uint32_t)(raw[i].addr - out->base);
-		out->rules[i].body = remap[raw[i].body];
+	out->bodies = malloc(n_bodies * sizeof(*out->bodies));
+	if (!out->bodies) {
+		free(sw.rules);
+		free(remap);
+		return -ENOMEM;
 	}
 	for (size_t i = 0; i < b->n_bodies; i++)
 		if (remap[i] != UINT32_MAX)
 			out->bodies[remap[i]] = b->bodies[i];
-	out->n_rules = (uint32_t)n;
+	free(remap);
+	out->base = sw.base;
+	out->rules = sw.rules;
+	out->n_rules = (uint32_t)sw.n;
 	out->n_bodies = n_bodies;
 	out->stats.rules = out->n_rules;
 	out->stats.bodies = out->n_bodies;
-	out->stats.bytes = (uint64_t)n * sizeof(struct opal_unwind_rule) +
+	out->stats.bytes = (uint64_t)sw.n * sizeof(struct opal_unwind_rule) +
 			   (uint64_t)n_bodies * sizeof(struct opal_unwind_body);
-	rc = 0;
-out:
-	free(raw);
-	free(remap);
-	return rc;
+	return 0;
 }

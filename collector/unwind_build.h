@@ -9,10 +9,11 @@
 #include <stdint.h>
 #include "unwind_table.h"
 
+/* 16 bytes: the builder holds up to max_spans of them at once. */
 struct opal_unwind_span {
-	uint64_t start, end;   /* [start, end) ELF virtual addresses */
-	uint32_t body;         /* index into the builder's bodies */
-	uint32_t seq;          /* insertion order: earlier wins on overlap */
+	uint64_t start;   /* ELF virtual address */
+	uint32_t len;     /* bytes, > 0 */
+	uint32_t body;    /* index into the builder's bodies */
 };
 
 struct opal_unwind_builder {
@@ -36,14 +37,17 @@ int64_t opal_unwind_builder_body(struct opal_unwind_builder *b, const struct opa
 
 /* Adds [start, end) -> body index; extends the previous span instead when
  * it ends at `start` with the same body (consecutive rows of one FDE).
- * Requires start < end. Returns 0, -E2BIG past max_spans, or -ENOMEM. */
+ * Requires start < end. Returns 0, -E2BIG past max_spans or for a span
+ * of 4 GiB or more, or -ENOMEM. */
 int opal_unwind_builder_add(struct opal_unwind_builder *b, uint64_t start, uint64_t end,
 			    uint32_t body);
 
 /* Produces out->base, rules, bodies, n_rules, n_bodies (stats untouched
- * except rules/bodies/bytes). Overlapping spans: the earlier-starting one
- * wins, ties by insertion order. Returns 0, -ENODATA without spans, -E2BIG
- * beyond `max_rules` rules or a range wider than 4 GiB, or -ENOMEM. */
+ * except rules/bodies/bytes). Overlapping spans (duplicate or overlapping
+ * FDEs of a malformed section): the earlier-starting one wins, ties go to
+ * the shorter, then the lower body index, so the result is deterministic.
+ * Returns 0, -ENODATA without spans, -E2BIG beyond `max_rules` rules or a
+ * table wider than 4 GiB, or -ENOMEM. */
 int opal_unwind_builder_finish(struct opal_unwind_builder *b, uint32_t max_rules,
 			       struct opal_unwind_table *out);
 

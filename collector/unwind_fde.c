@@ -7,12 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unwind_prog.h"
+
 /* What an FDE needs from its CIE. */
 struct cie_info {
-	uint64_t offset;       /* section offset of the CIE */
-	uint32_t init_bytes;   /* initial instruction bytes */
-	uint8_t enc;           /* DW_EH_PE_* of initial_location */
-	bool usable;           /* augmentation understood */
+	uint64_t offset;              /* section offset of the CIE */
+	struct opal_cfi_prog prog;    /* its initial instructions */
+	uint8_t enc;                  /* DW_EH_PE_* of initial_location */
+	bool usable;                  /* augmentation understood */
+	bool sized_aug;               /* 'z': FDEs carry a sized augmentation */
 };
 
 struct cie_list {
@@ -220,8 +223,30 @@ static const struct cie_info *find_cie(const struct cie_list *l, uint64_t off)
 	return NULL;
 }
 
-/* Calls dwarf_next_cfi for every entry in offset order; `pass` 0 records
- * CIEs, pass 1 decodes FDEs. */
+/* Checks the instructions of an FDE (after its augmentation data, from
+ * `p` to `end`) and its CIE's, and sets r->usable and r->cost. */
+static void check_fde_program(const struct cie_info *ci, const uint8_t *p, const uint8_t *end,
+			      struct opal_fde_range *r)
+{
+	struct opal_cfi_prog prog;
+	uint64_t aug_len = 0;
+
+	/* libdw ignores an FDE whose augmentation runs past its end; it
+	 * stays in the list (for the overlap check) but is never walked */
+	if (ci->sized_aug && (read_uleb(&p, end, &aug_len) < 0 || aug_len > (uint64_t)(end - p))) {
+		r->usable = false;
+		return;
+	}
+	p += aug_len;
+	opal_cfi_prog_check(p, end, ci->enc, &prog);
+	r->usable = ci->prog.ok && prog.ok;
+	r->cost = opal_cfi_lookup_cost(&ci->prog, &prog);
+}
+
+/* Calls dwarf_next_cfi for every entry in offset order, the way libdw's
+ * own linear FDE search does: an entry it cannot parse is skipped when the
+ * parse advanced, and ends the walk otherwise. Pass 0 records CIEs, pass 1
+ * decodes FDEs. */
 static int scan_pass(int pass, const unsigned char *e_ident, Elf_Data *data, bool eh_frame,
 		     uint64_t sh_addr, size_t max_fdes, struct cie_list *cies,
 		     struct opal_fde_list *out, struct opal_fde_scan_stats *st)
@@ -230,18 +255,21 @@ static int scan_pass(int pass, const unsigned char *e_ident, Elf_Data *data, boo
 	Dwarf_CFI_Entry e;
 	size_t n_fdes = 0;
 
-	/* Each entry is at least 4 bytes, so the section size bounds the loop;
-	 * the progress check below guarantees termination regardless. */
+	/* the progress check bounds the loop by the section size */
 	while (off < data->d_size) {
+		next = off;
 		int rc = dwarf_next_cfi(e_ident, data, eh_frame, off, &next, &e);
 		if (rc > 0)
 			break;
-		if (rc < 0 || next <= off) {
+		if (next <= off || next == (Dwarf_Off)-1) {
 			if (pass == 1)
 				st->errors++;
 			break;
 		}
-		if (e.CIE_id == LIBDW_CIE_ID) {
+		if (rc < 0) {
+			if (pass == 1)
+				st->errors++;
+		} else if (e.CIE_id == LIBDW_CIE_ID) {
 			if (pass == 0) {
 				if (cies->n >= max_fdes)
 					return -E2BIG;
@@ -250,13 +278,16 @@ static int scan_pass(int pass, const unsigned char *e_ident, Elf_Data *data, boo
 				struct cie_info *ci = &cies->v[cies->n++];
 				ci->offset = off;
 				ci->usable = cie_fde_encoding(&e.cie, &ci->enc);
-				size_t ib = (size_t)(e.cie.initial_instructions_end -
-						     e.cie.initial_instructions);
-				ci->init_bytes = ib > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)ib;
+				ci->sized_aug = e.cie.augmentation && e.cie.augmentation[0] == 'z';
+				opal_cfi_prog_check(e.cie.initial_instructions,
+						    e.cie.initial_instructions_end, ci->enc, &ci->prog);
 			}
 		} else if (pass == 1) {
 			if (++n_fdes > max_fdes)
 				return -E2BIG;
+			/* libdw would still use an FDE opal cannot decode (or one
+			 * whose CIE lies off the chain) for addresses the builder
+			 * then could not bound: reject the section */
 			const struct cie_info *ci = find_cie(cies, e.fde.CIE_pointer);
 			const uint8_t *p = e.fde.start, *end = e.fde.end;
 			uint64_t field = sh_addr + (uint64_t)(p - (const uint8_t *)data->d_buf);
@@ -264,17 +295,16 @@ static int scan_pass(int pass, const unsigned char *e_ident, Elf_Data *data, boo
 			if (!ci || !ci->usable ||
 			    read_encoded(ci->enc, true, &p, end, field, &lo) < 0 ||
 			    read_encoded((uint8_t)(ci->enc & 0x0f), false, &p, end, 0, &len) < 0 ||
-			    len == 0 || lo + len < lo) {
-				st->skipped++;
+			    lo + len < lo)
+				return -ENOEXEC;
+			if (len == 0) {
+				st->skipped++;   /* covers no address */
 			} else {
 				if (grow((void **)&out->v, &out->cap, out->n + 1, sizeof(*out->v)))
 					return -ENOMEM;
-				size_t fb = (size_t)(e.fde.end - e.fde.start);
-				uint64_t cost = (uint64_t)fb + ci->init_bytes + 16;
-				out->v[out->n++] = (struct opal_fde_range){
-					.lo = lo, .hi = lo + len,
-					.cost = cost > UINT32_MAX ? UINT32_MAX : (uint32_t)cost,
-				};
+				struct opal_fde_range *r = &out->v[out->n++];
+				*r = (struct opal_fde_range){ .lo = lo, .hi = lo + len };
+				check_fde_program(ci, p, end, r);
 			}
 		}
 		off = next;

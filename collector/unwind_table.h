@@ -2,6 +2,10 @@
  * file's own .debug_frame where .eh_frame has no FDE for a range) evaluated
  * with libdw into the compact, sorted rules of bpf/unwind_rule.h, which the
  * BPF unwinder searches. Representation and limits: docs/unwinding.md.
+ * FDEs outside executable PT_LOADs, FDEs that overlap another FDE of
+ * their section (libdw could use either) and FDEs whose CFI program is
+ * beyond unwind_prog.h's bounds are left out: their ranges read as GAP
+ * unless the other section covers them.
  *
  * The builder reads any user's files as root: every section size, entry
  * count, row count and the total CFI work are bounded by
@@ -20,34 +24,36 @@ struct opal_unwind_limits {
 	uint32_t max_rows_per_fde;  /* rows evaluated per FDE; the rest of a longer
 				     * FDE becomes OPAL_INVALID_ROW_LIMIT */
 	uint32_t max_rules;         /* rules in the table, <= OPAL_UNWIND_MAX_RULES */
-	uint64_t max_section_bytes; /* .eh_frame, .eh_frame_hdr, .debug_frame each */
-	uint64_t max_debug_bytes;   /* all .debug_* sections (uncompressed) that
-				     * libdw loads to read .debug_frame; above it
-				     * .debug_frame is ignored */
-	uint64_t max_work;          /* CFI instruction bytes libdw may interpret,
-				     * summed over all row lookups (each lookup
-				     * reruns its FDE from the start) */
+	uint64_t max_section_bytes; /* .eh_frame (above it: -E2BIG) and .debug_frame
+				     * uncompressed (above it: ignored) */
+	uint64_t max_work;          /* bytes libdw may interpret or copy, summed
+				     * over all row lookups (each reruns its FDE
+				     * from the start): opal_cfi_lookup_cost */
 };
 
 /* Defaults (docs/unwinding.md): 1M FDEs, 16384 rows per FDE,
- * OPAL_UNWIND_MAX_RULES rules, 256 MiB per section, 256 MiB of debug
- * sections, 4 GiB of CFI work (a few seconds of CPU at worst). */
+ * OPAL_UNWIND_MAX_RULES rules, 64 MiB per section, 1 GiB of CFI work
+ * (about 4.5 s of CPU at worst; libLLVM-15 needs 389 M of it, 0.6 s).
+ * The builder holds at most 1.5 * max_rules 16-byte spans and max_rules
+ * 8-byte rules at once, plus one CFI section. */
 void opal_unwind_limits_default(struct opal_unwind_limits *lim);
 
 struct opal_unwind_stats {
 	uint32_t fdes_eh;          /* .eh_frame FDEs walked */
 	uint32_t fdes_debug;       /* .debug_frame FDEs that filled a range .eh_frame leaves uncovered */
-	uint32_t fdes_skipped;     /* FDEs with an undecodable or empty range, or one
-				    * outside every executable PT_LOAD */
+	uint32_t fdes_skipped;     /* FDEs left out: empty range, outside every
+				    * executable PT_LOAD, overlapping another FDE,
+				    * or a CFI program beyond unwind_prog.h's bounds */
 	uint32_t rows;             /* CFI rows evaluated */
 	uint32_t invalid_rows;     /* rows that became OPAL_CFA_INVALID */
 	uint32_t unsupported_regs; /* rows with an RBP or RBX rule OPAL_REG_UNSUPPORTED */
 	uint32_t truncated_fdes;   /* FDEs cut at max_rows_per_fde */
 	uint32_t cfi_errors;       /* malformed CFI entries or libdw evaluation failures */
-	bool debug_frame_skipped;  /* .debug_frame present but not read (size bound) */
+	bool debug_frame_skipped;  /* .debug_frame present but not used: too large,
+				    * unreadable or malformed */
 	uint32_t rules, bodies;    /* table size */
 	uint64_t bytes;            /* rules * 8 + bodies * 16 */
-	uint64_t work;             /* CFI instruction bytes interpreted (upper estimate) */
+	uint64_t work;             /* bytes charged against max_work */
 };
 
 struct opal_unwind_table {
@@ -63,10 +69,10 @@ struct opal_unwind_table {
  * gives an error rather than SIGBUS). `lim` NULL means the defaults.
  * On success `out` owns its arrays (free with opal_unwind_table_free).
  * Returns 0; -ENOEXEC for a non-ELF, non-x86-64, malformed or truncated
- * file; -ENODATA when it has no FDE at all (no .eh_frame / .debug_frame,
- * or none in an executable segment); -E2BIG when a limit other than
- * max_rows_per_fde is exceeded; -ENOMEM; or -errno from fstat. On error
- * `out` is zeroed. */
+ * file, or an .eh_frame with an FDE opal cannot decode (unwind_fde.h);
+ * -ENODATA when it has no usable FDE at all; -E2BIG when a limit other
+ * than max_rows_per_fde is exceeded; -ENOMEM; or -errno from fstat. On
+ * error `out` is zeroed. */
 int opal_unwind_table_build(int fd, const struct opal_unwind_limits *lim,
 			    struct opal_unwind_table *out);
 
@@ -90,8 +96,12 @@ const struct opal_unwind_body *opal_unwind_table_lookup(const struct opal_unwind
 							uint64_t vaddr, uint64_t *start,
 							uint64_t *end);
 
-/* Writes a readable form of `b` ("cfa=rsp+16 ra=c-8 rbp=same rbx=c-24",
- * "gap", "invalid(cfa-expr)", ...) into buf[len]; returns buf. */
+/* Writes a readable form of `b` into buf[len] and returns buf: "gap",
+ * "invalid(REASON)", or "cfa=CFA ra=R rbp=R rbx=R" with CFA one of
+ * "rsp+16" (reg+off), "[rbp-24]+0" (deref + aux), "plt(rsp+8,11)",
+ * "signal", and each R one of "same", "c-8" (saved at CFA-8), "v-16"
+ * (value CFA-16), "[rbp-8]" (saved at reg+off), "rdi" (in register),
+ * "undef", "unsupported" (readelf --debug-dump=frames-interp style). */
 const char *opal_unwind_body_format(const struct opal_unwind_body *b, char *buf, size_t len);
 
 #endif

@@ -8,10 +8,17 @@ PKGS=(
   libelf-dev libdw-dev elfutils libsqlite3-dev libprotobuf-c-dev protobuf-c-compiler
   protobuf-compiler libjansson-dev libmicrohttpd-dev libcmocka-dev libcurl4-openssl-dev
   zlib1g-dev libssl-dev libiberty-dev libseccomp-dev libdebuginfod-dev
-  golang-go binutils procps python3
+  liblzma-dev libarchive-dev debuginfod libc6-dbg dwz
+  golang-go binutils procps python3 help2man gdb systemd
+  chromium nodejs
 )
 
 missing=()
+# The flame graph browser test runs node + npm; Debian's nodejs ships npm
+# separately, other node packages (NodeSource) include it.
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
     missing+=("$p")

@@ -23,7 +23,7 @@ die() { echo "make run: $*" >&2; exit 1; }
 [ -r /sys/kernel/btf/vmlinux ] || die "this kernel has no BTF (/sys/kernel/btf/vmlinux): BPF CO-RE programs cannot load"
 
 mkdir -p "$STATE" "$OUT"
-rm -f "$OUT/profile.pb.gz" "$OUT/profile.otlp.pb"
+rm -f "$OUT/profile.pb.gz" "$OUT/profile.otlp.pb" "$OUT/flamegraph.html"
 SOCK="$STATE/collector.sock"
 rm -f "$SOCK"
 
@@ -70,6 +70,8 @@ trap - INT TERM
 
 [ -s "$OUT/profile.pb.gz" ] || die "$OUT/profile.pb.gz was not written"
 [ -s "$OUT/profile.otlp.pb" ] || die "$OUT/profile.otlp.pb was not written"
+"$BUILD/opal-report" flamegraph "$OUT/profile.pb.gz" -o "$OUT/flamegraph.html" \
+	--title "opal: $(hostname), ${DURATION}s at ${FREQUENCY} Hz" || die "writing $OUT/flamegraph.html failed"
 "$BUILD/opal-report" top -n 20 "$OUT/profile.pb.gz"
 "$BUILD/opal-report" check "$OUT/profile.pb.gz" || die "the profile is incomplete (see above)"
-echo "make run: wrote $OUT/profile.pb.gz (pprof), $OUT/profile.otlp.pb (OTLP) and $OUT/intervals/" >&2
+echo "make run: wrote $OUT/profile.pb.gz (pprof), $OUT/profile.otlp.pb (OTLP), $OUT/flamegraph.html and $OUT/intervals/" >&2

@@ -14,13 +14,20 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <libgen.h>
+#include "activation.h"
 #include "cache.h"
 #include "ledger.h"
 #include "log.h"
+#include "notify.h"
 #include "otlp.h"
 #include "output.h"
 #include "privdrop.h"
+#include "sandbox.h"
+#include "sandbox_seccomp.h"
 #include "server.h"
+#include "services.h"
+#include "sqlite_vfs.h"
 #include "symbolize.h"
 
 #define DEFAULT_SOCKET     "/run/opal/collector.sock"
@@ -35,6 +42,23 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop_flag = 1;
+	opal_notify("STOPPING=1");   /* async-signal-safe: one sendto() */
+}
+
+/* Every setting comes from the command line or the environment, which a
+ * running process cannot re-read, so SIGHUP has nothing to reload yet; it
+ * is accepted (not fatal, as by default) and says so. */
+static void on_sighup(int sig)
+{
+	static const char msg[] = "<5>opal-symbolizer: SIGHUP: nothing to reload: all settings "
+				  "come from the command line and environment (restart to change "
+				  "them)\n";
+	int saved_errno = errno;
+	ssize_t written = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+
+	(void)sig;
+	(void)written;
+	errno = saved_errno;
 }
 
 struct options {
@@ -43,7 +67,24 @@ struct options {
 	bool whole_run, verbose;
 	uid_t allow_uids[OPAL_SERVER_MAX_ALLOW];
 	size_t n_allow;
+	struct opal_services_config svc;   /* HTTP API, uploads, fleet */
 };
+
+struct interval_tally {
+	uint64_t intervals, samples;
+};
+
+/* Keeps the service manager's STATUS= line current. */
+static void report_interval(void *arg, uint64_t seq, uint64_t samples)
+{
+	struct interval_tally *t = arg;
+
+	t->intervals++;
+	t->samples += samples;
+	opal_notify_status("%llu intervals, %llu samples written; last interval %llu",
+			   (unsigned long long)t->intervals, (unsigned long long)t->samples,
+			   (unsigned long long)seq);
+}
 
 static void usage(FILE *f)
 {
@@ -59,14 +100,43 @@ static void usage(FILE *f)
 		"  --allow-uid UID        accept collectors of this uid besides 0 (repeatable)\n"
 		"  --max-open-files N     libdwfl handles kept open, LRU (default %d)\n"
 		"  --verbose              debug logging\n"
+		"  --http-listen HOST:PORT  HTTP API (uploads, debuginfod, /symbolize/v1, /metrics);\n"
+		"                         \"none\" disables it (default " OPAL_HTTP_DEFAULT_LISTEN ")\n"
+		"  --token-file F         bearer token required by the API's write endpoints\n"
+		"  --tls-cert F, --tls-key F  serve HTTPS with this PEM certificate and key\n"
+		"  --max-upload-bytes N   largest debug-info upload, k/m/g suffixes (default 1g)\n"
+		"  --upload-expiry S      seconds before an unfinished upload expires (default 900)\n"
+		"  --upstream URL         central symbolizer for poorly resolved addresses\n"
+		"  --upstream-token-file F  its bearer token\n"
+		"  --upstream-cacert F    CA bundle to trust for an https upstream\n"
+		"  --upload-debuginfo     upload new files' debug data to the upstream\n"
 		"  --help                 this text\n"
-		"Environment: OTEL_RESOURCE_ATTRIBUTES (added to every OTLP resource).\n",
+		"Environment: OTEL_RESOURCE_ATTRIBUTES (added to every OTLP resource), DEBUGINFOD_URLS\n"
+		"(debuginfod servers asked for missing debug info, cached under the state folder).\n",
 		DEFAULT_KEEP, DEFAULT_MAX_FILES);
+}
+
+/* A positive decimal number; with `sizes`, an optional k, m or g suffix
+ * (1024-based). At most 2^40. Returns 0 or -EINVAL. */
+static int parse_service_number(const char *s, bool sizes, uint64_t *out)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	unsigned shift = 0;
+	if (sizes && *end) {
+		shift = *end == 'k' ? 10 : *end == 'm' ? 20 : *end == 'g' ? 30 : 64;
+		end++;
+	}
+	if (end == s || *end || shift == 64 || v == 0 || v > (1ull << 40) >> shift)
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	enum { O_SOCKET = 256, O_STATE, O_OUT, O_KEEP, O_WHOLE, O_USER, O_ALLOW, O_MAXF, O_VERB, O_HELP };
+	enum { O_SOCKET = 256, O_STATE, O_OUT, O_KEEP, O_WHOLE, O_USER, O_ALLOW, O_MAXF, O_VERB, O_HELP,
+	       O_HTTP, O_TOKEN, O_CERT, O_KEY, O_MAXUP, O_EXPIRY, O_UP, O_UPTOKEN, O_UPCA, O_UPLOAD };
 	static const struct option longopts[] = {
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -77,6 +147,16 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "allow-uid", required_argument, NULL, O_ALLOW },
 		{ "max-open-files", required_argument, NULL, O_MAXF },
 		{ "verbose", no_argument, NULL, O_VERB },
+		{ "http-listen", required_argument, NULL, O_HTTP },
+		{ "token-file", required_argument, NULL, O_TOKEN },
+		{ "tls-cert", required_argument, NULL, O_CERT },
+		{ "tls-key", required_argument, NULL, O_KEY },
+		{ "max-upload-bytes", required_argument, NULL, O_MAXUP },
+		{ "upload-expiry", required_argument, NULL, O_EXPIRY },
+		{ "upstream", required_argument, NULL, O_UP },
+		{ "upstream-token-file", required_argument, NULL, O_UPTOKEN },
+		{ "upstream-cacert", required_argument, NULL, O_UPCA },
+		{ "upload-debuginfo", no_argument, NULL, O_UPLOAD },
 		{ "help", no_argument, NULL, O_HELP },
 		{ 0 },
 	};
@@ -85,9 +165,31 @@ static int parse_options(int argc, char **argv, struct options *o)
 
 	*o = (struct options){ .socket_path = DEFAULT_SOCKET, .state_dir = DEFAULT_STATE_DIR,
 			       .out_dir = DEFAULT_OUT_DIR, .keep_intervals = DEFAULT_KEEP,
-			       .max_open_files = DEFAULT_MAX_FILES };
+			       .max_open_files = DEFAULT_MAX_FILES,
+			       .svc = { .http_listen = OPAL_HTTP_DEFAULT_LISTEN,
+					.debug_root = "/usr/lib/debug" } };
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
+		case O_HTTP:
+			o->svc.http_listen = optarg;
+			o->svc.http_required = true;
+			break;
+		case O_TOKEN: o->svc.token_file = optarg; break;
+		case O_CERT: o->svc.tls_cert = optarg; break;
+		case O_KEY: o->svc.tls_key = optarg; break;
+		case O_UP: o->svc.upstream = optarg; break;
+		case O_UPTOKEN: o->svc.upstream_token_file = optarg; break;
+		case O_UPCA: o->svc.upstream_ca = optarg; break;
+		case O_UPLOAD: o->svc.upload_debuginfo = true; break;
+		case O_MAXUP:
+		case O_EXPIRY:
+			if (parse_service_number(optarg, c == O_MAXUP,
+						 c == O_MAXUP ? &o->svc.max_upload_bytes
+							      : &o->svc.upload_expiry_s) < 0) {
+				fprintf(stderr, "opal-symbolizer: bad value '%s'\n", optarg);
+				return -EINVAL;
+			}
+			break;
 		case O_SOCKET: o->socket_path = optarg; break;
 		case O_STATE: o->state_dir = optarg; break;
 		case O_OUT: o->out_dir = optarg; break;
@@ -215,7 +317,8 @@ int main(int argc, char **argv)
 	uid_t uid = 0;
 	gid_t gid = 0;
 	bool dropping;
-	char *state_dir, *out_dir, db_path[PATH_MAX], intervals[PATH_MAX];
+	char *state_dir, *out_dir, db_path[PATH_MAX], intervals[PATH_MAX], sock_dir[PATH_MAX];
+	bool inherited;
 	int lfd, err;
 
 	if (parse_options(argc, argv, &o) < 0)
@@ -230,7 +333,13 @@ int main(int argc, char **argv)
 		opal_err("unknown user '%s'", o.user);
 		return 2;
 	}
+	/* Secret files may be readable by root only: read before the drop. */
+	struct opal_services *svc = opal_services_new(&o.svc);
+	if (!svc)
+		return 2;
 	raise_nofile();
+	if ((err = opal_notify_init()) < 0)
+		opal_warn("NOTIFY_SOCKET unusable (%s): no readiness notifications", strerror(-err));
 	state_dir = hold_dir(o.state_dir, dropping, uid, gid);
 	out_dir = state_dir ? hold_dir(o.out_dir, dropping, uid, gid) : NULL;
 	if (!state_dir || !out_dir)
@@ -240,17 +349,31 @@ int main(int argc, char **argv)
 		give_dir(intervals, uid, gid);
 	else if (dropping)
 		give_dir(intervals, uid, gid);
-	lfd = listen_unix(o.socket_path);
+	/* Socket activation (opal-symbolizer.socket) passes the listening
+	 * socket; otherwise we bind --socket ourselves. */
+	lfd = opal_activation_listen_fd();
+	if (lfd < 0) {
+		opal_err("inherited listening socket unusable: %s", strerror(-lfd));
+		return 1;
+	}
+	inherited = lfd > 0;
+	if (!inherited)
+		lfd = listen_unix(o.socket_path);
 	if (lfd < 0) {
 		opal_err("cannot listen on %s: %s", o.socket_path, strerror(-lfd));
 		return 1;
 	}
+	snprintf(sock_dir, sizeof(sock_dir), "%s", o.socket_path);
 	if (dropping && (err = opal_drop_privileges(uid, gid)) < 0) {
 		opal_err("dropping privileges to %s failed: %s", o.user, strerror(-err));
 		return 1;
 	}
 
 	snprintf(db_path, sizeof(db_path), "%s/state.db", state_dir);
+	if (opal_sqlite_vfs_register() < 0) {
+		opal_err("SQLite has no default VFS");
+		return 1;
+	}
 	struct opal_cache *cache = opal_cache_open(db_path);
 	struct opal_ledger *ledger = opal_ledger_open(db_path);
 	struct opal_symbolizer *sym = opal_symbolizer_new(cache, o.max_open_files);
@@ -274,25 +397,67 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	if ((err = opal_services_open(svc, sym, state_dir, db_path)) < 0) {
+		opal_err("cannot open the debuginfo store in %s: %s", o.state_dir, strerror(-err));
+		return 1;
+	}
+
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_sighup;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* Everything opened by privilege is held now, and no collector input
+	 * has been read yet. */
+	const char *rw_dirs[] = { state_dir, out_dir };
+	struct opal_sandbox_config sbc = { .prog = "opal-symbolizer", .rw_dirs = rw_dirs,
+					   .n_rw_dirs = 2,
+					   .unlink_dir = inherited ? NULL : dirname(sock_dir) };
+	struct opal_sandbox_result sbr;
+	if ((err = opal_sandbox_apply(&sbc, &sbr)) < 0) {
+		opal_err("cannot sandbox the symbolizer: %s", strerror(-err));
+		return 1;
+	}
+	if (sbr.landlock_abi > 0)
+		opal_info("sandbox: seccomp allow-list; Landlock ABI %d (kernel offers %d), %u rules",
+			  sbr.landlock_abi, sbr.landlock_kernel_abi, sbr.landlock_rules);
+	else
+		opal_warn("sandbox: seccomp allow-list only; this kernel has no Landlock, so file "
+			  "access is limited by permissions alone");
+	/* Threads (HTTP API, fleet) only once the sandbox covers them. */
+	if ((err = opal_services_start(svc)) < 0) {
+		opal_err("cannot start the HTTP API / upstream: %s", strerror(-err));
+		return 1;
+	}
+
+	struct interval_tally tally = { 0 };
 	struct opal_server_config cfg = { .listen_fd = lfd, .sym = sym, .ledger = ledger,
 					  .out = &out, .whole_run = o.whole_run,
-					  .n_allow = o.n_allow };
+					  .n_allow = o.n_allow, .on_interval = report_interval,
+					  .on_interval_arg = &tally };
 	memcpy(cfg.allow_uids, o.allow_uids, sizeof(o.allow_uids));
-	opal_info("listening on %s; state %s; profiles in %s%s", o.socket_path, o.state_dir,
-		  o.out_dir, dropping ? "; privileges dropped" : "");
+	opal_info("listening on %s%s; state %s; profiles in %s%s", o.socket_path,
+		  inherited ? " (socket activation)" : "", o.state_dir, o.out_dir,
+		  dropping ? "; privileges dropped" : "");
+	opal_notify("READY=1");
+	opal_notify_status("listening on %s for collectors", o.socket_path);
 	err = opal_server_run(&cfg, &stop_flag);
 
+	opal_services_stop(svc);
 	opal_symbolizer_free(sym);
 	opal_ledger_close(ledger);
 	opal_cache_close(cache);
 	opal_otlp_kv_free(attrs, n_attrs);
 	close(lfd);
-	unlink(o.socket_path);
+	if (!inherited)   /* an activated socket belongs to its socket unit */
+		unlink(o.socket_path);
+	if (opal_seccomp_denials())
+		opal_warn("seccomp denied %llu system calls in this run (the first are logged above)",
+			  (unsigned long long)opal_seccomp_denials());
+	opal_notify_close();
 	opal_info("stopped");
 	return err < 0 ? 1 : 0;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "ingest.h"
 #include "log.h"
+#include "metrics.h"
 #include "wire.h"
 
 #define RECV_TIMEOUT_S 5
@@ -127,6 +128,24 @@ static void on_hello(struct conn *c, const Opal__Wire__V1__Hello *h)
 		  h->kernel_release ? h->kernel_release : "?", h->frequency_hz);
 }
 
+/* A .gnu_debuglink candidate the collector opened next to a binary. */
+static void on_debuglink(struct server *sv, const Opal__Wire__V1__FileInfo *fi, int fd)
+{
+	opal_file_id of;
+	if (fi->debuglink_of.len != OPAL_FILE_ID_LEN || fd < 0) {
+		if (fi->debuglink_of.len != OPAL_FILE_ID_LEN)
+			sv->malformed++;
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	memcpy(of.b, fi->debuglink_of.data, OPAL_FILE_ID_LEN);
+	int err = opal_symbolizer_add_debuglink(sv->cfg->sym, &of, fd, fi->path);
+	if (err < 0)
+		opal_debug("debuglink candidate %s dropped: %s", fi->path ? fi->path : "?",
+			   strerror(-err));
+}
+
 static void on_file(struct server *sv, const Opal__Wire__V1__FileInfo *fi, int fd)
 {
 	struct opal_symbolizer *sym = sv->cfg->sym;
@@ -145,6 +164,10 @@ static void on_file(struct server *sv, const Opal__Wire__V1__FileInfo *fi, int f
 				  strerror(-err));
 		else
 			opal_info("kallsyms: %d kernel symbols", err);
+		return;
+	}
+	if (fi->kind == OPAL__WIRE__V1__FILE_KIND__FILE_KIND_DEBUGLINK) {
+		on_debuglink(sv, fi, fd);
 		return;
 	}
 	if (fi->file_id.len != OPAL_FILE_ID_LEN) {
@@ -182,6 +205,7 @@ static void on_interval(struct server *sv, struct conn *c, const Opal__Wire__V1_
 		opal_warn("interval before Hello dropped");
 		return;
 	}
+	opal_metrics_collector_counters(c->host_name, iv->counters);
 	if (opal_ledger_seen(cfg->ledger, iv->run_id, iv->seq)) {
 		c->duplicates++;
 		opal_info("interval %" PRIu64 " of run %016" PRIx64 " already written; acknowledging",
@@ -212,6 +236,8 @@ static void on_interval(struct server *sv, struct conn *c, const Opal__Wire__V1_
 		opal_warn("interval %" PRIu64 " written but not recorded in the ledger", iv->seq);
 	c->intervals++;
 	send_ack(c, iv->run_id, iv->seq);
+	if (cfg->on_interval)
+		cfg->on_interval(cfg->on_interval_arg, iv->seq, st.samples);
 	opal_info("interval %" PRIu64 "%s: %" PRIu64 " samples, %" PRIu64 "/%" PRIu64
 		  " frames symbolized, %" PRIu64 " idle, %" PRIu64 " malformed stacks",
 		  iv->seq, iv->final ? " (final)" : "", st.samples, st.frames_symbolized, st.frames,

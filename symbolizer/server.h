@@ -23,6 +23,10 @@ struct opal_server_config {
 	struct opal_ledger *ledger;         /* borrowed */
 	struct opal_output *out;            /* borrowed */
 	bool whole_run;                     /* also keep and write the whole-run profile */
+	/* Called after each interval is written and acknowledged, with its
+	 * sequence number and sample count; may be NULL. */
+	void (*on_interval)(void *arg, uint64_t seq, uint64_t samples);
+	void *on_interval_arg;
 };
 
 /* Serves until *stop becomes non-zero, then keeps serving connected

@@ -10,7 +10,11 @@
  * Inline chains follow eu-addr2line -i: dwarf_getscopes finds the
  * innermost scope at the PC, dwarf_getscopes_die lists its physical
  * parents, and every DW_TAG_inlined_subroutine in that list contributes a
- * frame whose caller line is its DW_AT_call_file/DW_AT_call_line.
+ * frame whose caller line is its DW_AT_call_file/DW_AT_call_line. Both
+ * walk the unit's DIEs per call (~100 us per address on libc), so
+ * lookups go through an address index built once per unit (sym_index.h)
+ * that gives the same answers; this per-address path stays for units the
+ * index refuses and as the reference the index is tested against.
  *
  * Quality ranking (enum opal_debug_quality): DWARF_INLINE when a bounded
  * walk of the DWARF finds inlined subroutines or function definitions with
@@ -31,7 +35,10 @@
 
 #include "demangle.h"
 #include "sym_dwfl.h"
+#include "sym_index.h"
 #include "sym_result.h"
+#include "sym_symtab.h"
+#include "sym_sources.h"
 
 /* Bounds on the work a hostile or huge DWARF file can cause. */
 #define SCAN_MAX_UNITS  4096        /* units walked to rank quality */
@@ -57,17 +64,24 @@ struct opal_dwfl_file {
 	Dwarf_Addr dwarf_bias;     /* DWARF address = module address - dwarf_bias */
 	enum opal_debug_quality quality;
 	char reason[160];
-	bool cu_index_built;
+	struct opal_sym_index *index;   /* NULL until the first DWARF lookup */
+	struct opal_symtab *symtab;     /* NULL until the first symbol lookup */
+	bool symtab_tried;
+	bool cu_index_built;            /* per-address path's unit table */
 	struct cu_range *cu_ranges;
 	size_t n_cu_ranges;
 };
 
-/* NULL selects libdwfl's default search path (":.debug:/usr/lib/debug"). */
+/* Only find_elf could read it, and find_elf is never called: every file
+ * is reported with its descriptor. */
 static char *debuginfo_path;
 
+/* Separate debug info comes only from opal's sources, in opal's order
+ * (sym_sources.h): libdwfl's standard finder would search paths next to
+ * the binary and ask debuginfod by itself. */
 static const Dwfl_Callbacks offline_callbacks = {
 	.find_elf = dwfl_build_id_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_debuginfo = opal_sym_sources_find_debuginfo,
 	.section_address = dwfl_offline_section_address,
 	.debuginfo_path = &debuginfo_path,
 };
@@ -243,6 +257,8 @@ void opal_dwfl_close(struct opal_dwfl_file *f)
 {
 	if (!f)
 		return;
+	opal_sym_index_free(f->index);   /* refers to the Dwfl's DWARF */
+	opal_symtab_free(f->symtab);
 	dwfl_end(f->dwfl);   /* closes the duplicated descriptor */
 	free(f->cu_ranges);
 	free(f);
@@ -553,15 +569,28 @@ static int dwarf_frames(Dwarf_Die *cudie, Dwarf_Addr pc, struct opal_sym_result 
 }
 
 /* One frame from the ELF symbol table, only when the address lies inside
- * the symbol: a symbol's name never covers the gap after its end. */
-static int symbol_frame(struct opal_dwfl_file *f, Dwarf_Addr addr, struct opal_sym_result *out)
+ * the symbol: a symbol's name never covers the gap after its end. With
+ * `indexed`, the session's symbol index (sym_symtab.h) answers instead of
+ * libdwfl's scan of the whole table, when the table can be indexed. */
+static int symbol_frame(struct opal_dwfl_file *f, Dwarf_Addr addr, bool indexed,
+			struct opal_sym_result *out)
 {
 	GElf_Off off;
 	GElf_Sym sym;
 	GElf_Word shndx;
 	Elf *elf;
 	Dwarf_Addr bias;
-	const char *name = dwfl_module_addrinfo(f->mod, addr, &off, &sym, &shndx, &elf, &bias);
+	const char *name = NULL;
+	bool ask_libdwfl = true;
+	if (indexed && !f->symtab_tried) {
+		f->symtab_tried = true;
+		if (opal_symtab_new(f->mod, &f->symtab) == -ENOMEM)
+			return -ENOMEM;
+	}
+	if (indexed && f->symtab)
+		name = opal_symtab_lookup(f->symtab, addr, &sym, &off, &ask_libdwfl);
+	if (ask_libdwfl)
+		name = dwfl_module_addrinfo(f->mod, addr, &off, &sym, &shndx, &elf, &bias);
 	if (!name || !*name)
 		return 0;
 	int type = GELF_ST_TYPE(sym.st_info);
@@ -582,33 +611,82 @@ static int symbol_frame(struct opal_dwfl_file *f, Dwarf_Addr addr, struct opal_s
 	return 0;
 }
 
-int opal_dwfl_lookup(struct opal_dwfl_file *f, uint64_t vaddr, struct opal_sym_result *out)
+/* The symbol frame of `addr`, with the source line of `cudie` at `pc`
+ * when given: code with line rows but no function DIE (e.g. an alias or
+ * a function whose DIE lacks ranges) keeps its line. */
+static int symbol_with_line(struct opal_dwfl_file *f, Dwarf_Addr addr, bool indexed,
+			    Dwarf_Die *cudie, Dwarf_Addr pc, struct opal_sym_result *out)
+{
+	int r = symbol_frame(f, addr, indexed, out);
+	if (r == 0 && out->n == 1 && cudie) {
+		const char *src;
+		int lineno;
+		if (line_at(cudie, pc, &src, &lineno)) {
+			out->frames[0].line = (uint32_t)lineno;
+			out->frames[0].file = source_path(cudie, src);
+		}
+	}
+	return r;
+}
+
+/* DWARF frames of `pc` in `cudie` from libdw's scope walk, else the
+ * symbol frame. */
+static int lookup_in_unit(struct opal_dwfl_file *f, Dwarf_Addr addr, bool indexed,
+			  Dwarf_Die *cudie, Dwarf_Addr pc, struct opal_sym_result *out)
+{
+	int r = dwarf_frames(cudie, pc, out);
+	if (r < 0) {
+		opal_sym_result_free(out);
+		return r;
+	}
+	if (out->n > 0)
+		return 0;
+	return symbol_with_line(f, addr, indexed, cudie, pc, out);
+}
+
+int opal_dwfl_lookup_scopes(struct opal_dwfl_file *f, uint64_t vaddr, struct opal_sym_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (!f->mod)
 		return 0;
 	Dwarf_Addr addr = vaddr + f->main_bias, pc = 0;
 	Dwarf_Die cudie;
-	bool have_cu = f->dwarf && find_cu(f, addr, &cudie, &pc);
-	if (have_cu) {
-		int r = dwarf_frames(&cudie, pc, out);
-		if (r < 0) {
-			opal_sym_result_free(out);
-			return r;
+	if (f->dwarf && find_cu(f, addr, &cudie, &pc))
+		return lookup_in_unit(f, addr, false, &cudie, pc, out);
+	return symbol_frame(f, addr, false, out);
+}
+
+int opal_dwfl_lookup(struct opal_dwfl_file *f, uint64_t vaddr, struct opal_sym_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!f->mod)
+		return 0;
+	if (f->dwarf && !f->index)
+		f->index = opal_sym_index_new(f->dwarf);
+	Dwarf_Addr addr = vaddr + f->main_bias, pc = addr - f->dwarf_bias;
+	if (!f->index)   /* no DWARF (or no memory for an index) */
+		return f->dwarf ? opal_dwfl_lookup_scopes(f, vaddr, out) :
+				  symbol_frame(f, addr, true, out);
+
+	struct opal_sym_index_hit hit;
+	int r = opal_sym_index_lookup(f->index, pc, out, &hit);
+	switch (r) {
+	case OPAL_SYM_INDEX_FRAMES:
+		return 0;
+	case OPAL_SYM_INDEX_NO_UNIT:
+		return symbol_frame(f, addr, true, out);
+	case OPAL_SYM_INDEX_NO_SCOPE:
+		r = symbol_frame(f, addr, true, out);
+		if (r == 0 && out->n == 1 && hit.line) {
+			out->frames[0].line = hit.line;
+			out->frames[0].file = hit.file;
+			hit.file = NULL;
 		}
-		if (out->n > 0)
-			return 0;
+		free(hit.file);
+		return r;
+	case OPAL_SYM_INDEX_REFUSED:
+		return lookup_in_unit(f, addr, true, &hit.cudie, pc, out);
+	default:
+		return r;
 	}
-	int r = symbol_frame(f, addr, out);
-	if (r == 0 && out->n == 1 && have_cu) {
-		/* Code with line rows but no function DIE (e.g. an alias or a
-		 * function whose DIE lacks ranges): keep its source line. */
-		const char *src;
-		int lineno;
-		if (line_at(&cudie, pc, &src, &lineno)) {
-			out->frames[0].line = (uint32_t)lineno;
-			out->frames[0].file = source_path(&cudie, src);
-		}
-	}
-	return r;
 }

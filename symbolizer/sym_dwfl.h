@@ -32,7 +32,17 @@ enum opal_debug_quality opal_dwfl_quality(const struct opal_dwfl_file *f, const 
  * (zeroed first): an inline chain (innermost first, at most
  * OPAL_SYM_MAX_FRAMES) from DWARF, else the one .symtab/.dynsym symbol
  * whose [st_value, st_value + st_size) holds the address (a sizeless
- * symbol only at its exact address), else n = 0. Returns 0 or -ENOMEM. */
+ * symbol only at its exact address), else n = 0. DWARF is read through
+ * the session's address index (sym_index.h); units the index refuses go
+ * through opal_dwfl_lookup_scopes's per-address walk. Returns 0 or
+ * -ENOMEM. */
 int opal_dwfl_lookup(struct opal_dwfl_file *f, uint64_t vaddr, struct opal_sym_result *out);
+
+/* The same answer as opal_dwfl_lookup, computed per address with libdw's
+ * scope walk (dwarf_getscopes + dwarf_getscopes_die): slow (a walk of the
+ * unit's DIEs per address) but independent of the index, which it is
+ * tested against. Returns 0 or -ENOMEM. */
+int opal_dwfl_lookup_scopes(struct opal_dwfl_file *f, uint64_t vaddr,
+			    struct opal_sym_result *out);
 
 #endif

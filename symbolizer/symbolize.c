@@ -8,20 +8,33 @@
  * max_open_files libdwfl sessions, and the in-memory cache's
  * OPAL_SYM_MEMCACHE_MAX_ENTRIES entries / OPAL_SYM_MEMCACHE_MAX_BYTES bytes.
  * Every call takes one mutex, so the symbolizer may be shared by threads
- * (lookups are serialized). */
+ * (lookups are serialized).
+ *
+ * Separate debug info is found by sym_sources.h's callback, which learns
+ * which file libdwfl is opening from the file's opal_sym_sources_ctx:
+ * every libdwfl call below runs between opal_sym_sources_enter/leave.
+ * Files known only by build ID (remote symbolization) are registered
+ * under opal_symbolizer_build_id_key with the best ELF the sources have. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <openssl/evp.h>
 
 #include "cache.h"
+#include "elf_probe.h"
 #include "kallsyms.h"
 #include "log.h"
+#include "metrics.h"
 #include "sym_dwfl.h"
 #include "sym_memcache.h"
 #include "sym_result.h"
+#include "sym_sources.h"
 #include "symbolize.h"
 
 #define OPAL_SYM_MAX_FILES 4096
@@ -36,6 +49,11 @@ struct sym_file {
 	struct opal_dwfl_file *session;   /* NULL while closed */
 	int quality;                      /* last recorded quality, -1 unknown */
 	bool quality_recorded;            /* for the current descriptor */
+	bool by_build_id;                 /* registered by opal_symbolizer_ensure_build_id */
+	int link_fds[OPAL_SYM_MAX_DEBUGLINKS];     /* collector debuglink candidates */
+	char *link_paths[OPAL_SYM_MAX_DEBUGLINKS];
+	size_t n_links;
+	struct opal_sym_sources_ctx src;  /* what the sources found for the session */
 	struct sym_file *hnext;
 	struct sym_file *prev, *next;     /* file LRU, most recent at head */
 	struct sym_file *sprev, *snext;   /* session LRU, only while open */
@@ -53,6 +71,7 @@ struct opal_symbolizer {
 	struct opal_sym_memcache *mem;
 	struct opal_kallsyms *ksyms;
 	struct opal_symbolizer_stats stats;
+	struct opal_symbolizer_hooks hooks;
 };
 
 static size_t file_bucket(const opal_file_id *id)
@@ -101,6 +120,7 @@ static void close_session(struct opal_symbolizer *s, struct sym_file *f)
 	LRU_UNLINK(s->s_head, s->s_tail, f, sprev, snext);
 	opal_dwfl_close(f->session);
 	f->session = NULL;
+	opal_sym_sources_ctx_reset(&f->src);
 	s->n_sessions--;
 	s->stats.files_open = s->n_sessions;
 }
@@ -113,6 +133,15 @@ static void evict_session(struct opal_symbolizer *s)
 	s->stats.files_evicted++;
 }
 
+static void drop_debuglinks(struct sym_file *f)
+{
+	for (size_t i = 0; i < f->n_links; i++) {
+		close(f->link_fds[i]);
+		free(f->link_paths[i]);
+	}
+	f->n_links = 0;
+}
+
 static void forget_file(struct opal_symbolizer *s, struct sym_file *f)
 {
 	struct sym_file **slot = find_file_slot(s, &f->id);
@@ -120,6 +149,7 @@ static void forget_file(struct opal_symbolizer *s, struct sym_file *f)
 	close_session(s, f);
 	LRU_UNLINK(s->f_head, s->f_tail, f, prev, next);
 	close(f->fd);
+	drop_debuglinks(f);
 	free(f->path);
 	free(f);
 	s->n_files--;
@@ -186,6 +216,7 @@ int opal_symbolizer_add_file(struct opal_symbolizer *s, const opal_file_id *id, 
 	if (f) {
 		close_session(s, f);
 		close(f->fd);
+		drop_debuglinks(f);
 		free(f->path);
 		LRU_UNLINK(s->f_head, s->f_tail, f, prev, next);
 	} else {
@@ -200,12 +231,14 @@ int opal_symbolizer_add_file(struct opal_symbolizer *s, const opal_file_id *id, 
 		}
 		f->id = *id;
 		f->quality = -1;
+		opal_sym_sources_ctx_init(&f->src);
 		struct sym_file **slot = find_file_slot(s, id);
 		*slot = f;
 		s->n_files++;
 	}
 	f->fd = fd;
 	f->path = path_copy;
+	f->by_build_id = false;
 	f->build_id_len = build_id_len;
 	if (build_id_len)
 		memcpy(f->build_id, build_id, build_id_len);
@@ -235,15 +268,39 @@ static void drop_cached(struct opal_symbolizer *s, const opal_file_id *id)
 	}
 }
 
+/* The reason recorded with a quality: libdwfl's rank, where separate
+ * debug data came from, and what the sources skipped and why. */
+static void describe(const struct sym_file *f, const char *rank, enum opal_debug_quality q,
+		     char *out, size_t len)
+{
+	size_t n = (size_t)snprintf(out, len, "%s", rank);
+	if (n < len && f->src.source[0])
+		n += (size_t)snprintf(out + n, len - n, " from %s", f->src.source);
+	if (n < len && q < OPAL_DEBUG_DWARF_LINES) {
+		struct opal_elf_probe p;
+		if (opal_elf_probe_fd(f->fd, &p, NULL, 0) == 0 && p.debug_zstd)
+			n += (size_t)snprintf(out + n, len - n, "; the file's own DWARF is "
+					      "zstd-compressed, unsupported by elfutils 0.188");
+	}
+	if (n < len && f->src.notes[0])
+		snprintf(out + n, len - n, "; skipped: %s", f->src.notes);
+}
+
 /* Records the quality of a newly opened descriptor in the files table.
  * Frames cached from poorer debug data than this are dropped; with poorer
  * data than before, the better cached frames and their record are kept. */
 static void record_quality(struct opal_symbolizer *s, struct sym_file *f)
 {
-	const char *reason;
-	enum opal_debug_quality q = opal_dwfl_quality(f->session, &reason);
+	const char *rank;
+	enum opal_debug_quality q = opal_dwfl_quality(f->session, &rank);
 	enum opal_debug_quality old_q;
 	int old = f->quality;
+	char reason[768];
+
+	describe(f, rank, q, reason, sizeof(reason));
+	if (s->hooks.new_file && !f->by_build_id && q >= OPAL_DEBUG_SYMTAB)
+		s->hooks.new_file(s->hooks.arg, &f->id, f->build_id, f->build_id_len, f->fd,
+				  f->src.debug_fd, q);
 
 	f->quality_recorded = true;
 	if (old < 0 && s->cache && opal_cache_get_file_quality(s->cache, &f->id, &old_q) == 0)
@@ -270,6 +327,19 @@ static void record_quality(struct opal_symbolizer *s, struct sym_file *f)
 	}
 }
 
+/* Describes `f` to the sources before libdwfl opens it. */
+static void prepare_sources(struct sym_file *f)
+{
+	opal_sym_sources_ctx_reset(&f->src);
+	f->src.main_fd = f->fd;
+	f->src.path = f->path;
+	f->src.file_id = f->id;
+	f->src.has_file_id = !f->by_build_id;
+	f->src.debuglink_fds = f->link_fds;
+	f->src.debuglink_paths = (const char *const *)f->link_paths;
+	f->src.n_debuglinks = f->n_links;
+}
+
 static int open_session(struct opal_symbolizer *s, struct sym_file *f)
 {
 	if (f->session) {
@@ -279,20 +349,24 @@ static int open_session(struct opal_symbolizer *s, struct sym_file *f)
 	}
 	while (s->n_sessions >= s->max_open)
 		evict_session(s);
+	prepare_sources(f);
+	opal_sym_sources_enter(&f->src);
 	int r = opal_dwfl_open(f->fd, f->path, &f->session);
 	if ((r == -EMFILE || r == -ENFILE) && s->n_sessions > 0) {
 		/* Out of descriptors: give one back and retry once. */
 		evict_session(s);
+		prepare_sources(f);
 		r = opal_dwfl_open(f->fd, f->path, &f->session);
 	}
-	if (r < 0)
-		return r;
-	LRU_PUSH(s->s_head, s->s_tail, f, sprev, snext);
-	s->n_sessions++;
-	s->stats.files_open = s->n_sessions;
-	if (!f->quality_recorded)
-		record_quality(s, f);
-	return 0;
+	if (r == 0) {
+		LRU_PUSH(s->s_head, s->s_tail, f, sprev, snext);
+		s->n_sessions++;
+		s->stats.files_open = s->n_sessions;
+		if (!f->quality_recorded)
+			record_quality(s, f);
+	}
+	opal_sym_sources_leave();
+	return r;
 }
 
 /* Counts one answered lookup in `counter` and in the unresolved total. */
@@ -303,13 +377,34 @@ static void account(struct opal_symbolizer *s, const struct opal_sym_result *r, 
 		s->stats.unresolved++;
 }
 
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int native_locked(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
+			 struct opal_sym_result *out);
+
 int opal_symbolize_native(struct opal_symbolizer *s, const opal_file_id *id, uint64_t vaddr,
 			  bool return_address, struct opal_sym_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	uint64_t addr = return_address && vaddr > 0 ? vaddr - 1 : vaddr;
+	int64_t t0 = mono_ns();
 
 	pthread_mutex_lock(&s->lock);
+	int r = native_locked(s, id, addr, out);
+	pthread_mutex_unlock(&s->lock);
+	opal_metrics_symbolize_latency((uint64_t)(mono_ns() - t0));
+	return r;
+}
+
+/* The lookup of opal_symbolize_native, with the lock held. */
+static int native_locked(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
+			 struct opal_sym_result *out)
+{
 	/* A newly registered descriptor is opened before any cache is asked,
 	 * so that its debug quality gets recorded and, when better than what
 	 * the cached frames came from, those frames get dropped. */
@@ -325,7 +420,6 @@ int opal_symbolize_native(struct opal_symbolizer *s, const opal_file_id *id, uin
 	if (r != 0) {
 		if (r > 0)
 			account(s, out, &s->stats.mem_hits);
-		pthread_mutex_unlock(&s->lock);
 		return r > 0 ? 0 : r;
 	}
 	if (s->cache) {
@@ -333,20 +427,20 @@ int opal_symbolize_native(struct opal_symbolizer *s, const opal_file_id *id, uin
 		if (r == 0) {
 			opal_sym_memcache_put(s->mem, id, addr, out);
 			account(s, out, &s->stats.cache_hits);
-			pthread_mutex_unlock(&s->lock);
 			return 0;
 		}
 		if (r != -ENOENT)
 			opal_warn("symbolize: cache read failed: %s", strerror(-r));
 	}
 
-	if (!f) {
-		pthread_mutex_unlock(&s->lock);
+	if (!f)
 		return -ENOENT;
-	}
 	r = open_session(s, f);
-	if (r == 0)
+	if (r == 0) {
+		opal_sym_sources_enter(&f->src);   /* DWARF may be loaded lazily */
 		r = opal_dwfl_lookup(f->session, addr, out);
+		opal_sym_sources_leave();
+	}
 	if (r == 0) {
 		account(s, out, &s->stats.misses);
 		opal_sym_memcache_put(s->mem, id, addr, out);
@@ -355,8 +449,9 @@ int opal_symbolize_native(struct opal_symbolizer *s, const opal_file_id *id, uin
 			if (c < 0)
 				opal_warn("symbolize: cache write failed: %s", strerror(-c));
 		}
+		if (s->hooks.poor_result && (f->quality < OPAL_DEBUG_DWARF_LINES || out->n == 0))
+			s->hooks.poor_result(s->hooks.arg, id, f->build_id, f->build_id_len, addr, out);
 	}
-	pthread_mutex_unlock(&s->lock);
 	return r;
 }
 
@@ -421,4 +516,175 @@ int opal_symbolizer_file_quality(struct opal_symbolizer *s, const opal_file_id *
 	}
 	pthread_mutex_unlock(&s->lock);
 	return r;
+}
+
+int opal_symbolizer_add_debuglink(struct opal_symbolizer *s, const opal_file_id *for_id, int fd,
+				  const char *path)
+{
+	if (fd < 0)
+		return -EBADF;
+	char *path_copy = NULL;
+	if (path && !(path_copy = opal_sym_strdup(path))) {
+		close(fd);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&s->lock);
+	struct sym_file *f = *find_file_slot(s, for_id);
+	int r = 0;
+	if (!f)
+		r = -ENOENT;
+	else if (f->n_links >= OPAL_SYM_MAX_DEBUGLINKS)
+		r = -ENOSPC;
+	if (r < 0) {
+		pthread_mutex_unlock(&s->lock);
+		free(path_copy);
+		close(fd);
+		return r;
+	}
+	f->link_fds[f->n_links] = fd;
+	f->link_paths[f->n_links] = path_copy;
+	f->n_links++;
+	/* Usually the candidate arrives right after the file, before any
+	 * session; a session that found no DWARF gets another chance. */
+	if (f->session && f->quality < OPAL_DEBUG_DWARF_LINES) {
+		close_session(s, f);
+		f->quality_recorded = false;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+void opal_symbolizer_build_id_key(const uint8_t *build_id, size_t len, opal_file_id *out)
+{
+	static const char tag[] = "opal-build-id:";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	memset(out, 0, sizeof(*out));
+	if (c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1 &&
+	    EVP_DigestUpdate(c, tag, sizeof(tag) - 1) == 1 &&
+	    EVP_DigestUpdate(c, build_id, len) == 1 && EVP_DigestFinal_ex(c, md, &n) == 1 &&
+	    n >= OPAL_FILE_ID_LEN)
+		memcpy(out->b, md, OPAL_FILE_ID_LEN);
+	EVP_MD_CTX_free(c);
+}
+
+/* True when a descriptor is registered for `id`. */
+static bool registered(struct opal_symbolizer *s, const opal_file_id *id)
+{
+	pthread_mutex_lock(&s->lock);
+	bool r = *find_file_slot(s, id) != NULL;
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+static bool cached_file(struct opal_symbolizer *s, const opal_file_id *id)
+{
+	enum opal_debug_quality q;
+	pthread_mutex_lock(&s->lock);
+	bool r = s->cache && opal_cache_get_file_quality(s->cache, id, &q) == 0;
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+int opal_symbolizer_ensure_build_id(struct opal_symbolizer *s, const char *build_id_hex,
+				    opal_file_id *key)
+{
+	uint8_t bid[OPAL_BUILD_ID_MAX];
+	if (!opal_is_lower_hex(build_id_hex, 2 * OPAL_BUILD_ID_MAX))
+		return -EINVAL;
+	int n = opal_hex_decode(build_id_hex, bid, sizeof(bid));
+	if (n <= 0)
+		return -EINVAL;
+	opal_symbolizer_build_id_key(bid, (size_t)n, key);
+	if (registered(s, key))
+		return 0;
+	/* Found outside the lock: a debuginfod download may take a while. */
+	char source[200], name[400];
+	int fd = opal_sym_sources_open_build_id(build_id_hex, source, sizeof(source));
+	if (fd < 0)
+		return cached_file(s, key) ? 0 : -ENOENT;
+	snprintf(name, sizeof(name), "build-id %.128s (%s)", build_id_hex, source);
+	int r = opal_symbolizer_add_file(s, key, fd, bid, (size_t)n, name);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&s->lock);
+	struct sym_file *f = *find_file_slot(s, key);
+	if (f)
+		f->by_build_id = true;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int opal_symbolizer_ensure_file_id(struct opal_symbolizer *s, const opal_file_id *id)
+{
+	if (registered(s, id))
+		return 0;
+	char hex[33], source[200];
+	opal_file_id_to_hex(id, hex);
+	int fd = opal_sym_sources_open_file_id(hex, source, sizeof(source));
+	if (fd < 0)
+		return cached_file(s, id) ? 0 : -ENOENT;
+	return opal_symbolizer_add_file(s, id, fd, NULL, 0, source);
+}
+
+int opal_symbolizer_debug_data_changed(struct opal_symbolizer *s, const uint8_t *build_id,
+				       size_t len, const opal_file_id *file_id,
+				       enum opal_debug_quality q)
+{
+	opal_file_id key;
+	int n = 0;
+	if (len)
+		opal_symbolizer_build_id_key(build_id, len, &key);
+	pthread_mutex_lock(&s->lock);
+	for (struct sym_file *f = s->f_head, *next; f; f = next) {
+		next = f->next;
+		bool match = (len && f->build_id_len == len && memcmp(f->build_id, build_id, len) == 0) ||
+			     (file_id && opal_file_id_eq(&f->id, file_id));
+		if (!match)
+			continue;
+		n++;
+		if (f->by_build_id) {
+			/* Its descriptor is the older best file itself: find again. */
+			bool worse = f->quality < (int)q;
+			opal_file_id id = f->id;
+			forget_file(s, f);
+			if (worse)
+				drop_cached(s, &id);
+			continue;
+		}
+		close_session(s, f);
+		f->quality_recorded = false;
+	}
+	if (len && !*find_file_slot(s, &key) && s->cache) {
+		enum opal_debug_quality old;
+		if (opal_cache_get_file_quality(s->cache, &key, &old) == 0 && old < q) {
+			drop_cached(s, &key);
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+int opal_symbolizer_put_remote(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
+			       const struct opal_sym_result *r)
+{
+	int err = 0;
+	pthread_mutex_lock(&s->lock);
+	opal_sym_memcache_put(s->mem, id, addr, r);
+	if (s->cache)
+		err = opal_cache_put_frames(s->cache, id, addr, r);
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+void opal_symbolizer_set_hooks(struct opal_symbolizer *s, const struct opal_symbolizer_hooks *h)
+{
+	pthread_mutex_lock(&s->lock);
+	if (h)
+		s->hooks = *h;
+	else
+		memset(&s->hooks, 0, sizeof(s->hooks));
+	pthread_mutex_unlock(&s->lock);
 }

@@ -97,4 +97,69 @@ struct opal_symbolizer_stats {
 };
 void opal_symbolizer_stats(struct opal_symbolizer *s, struct opal_symbolizer_stats *out);
 
+/* A .gnu_debuglink candidate for file `id`, opened by the collector next to
+ * the binary (wire FileInfo kind DEBUGLINK); `fd` is taken over, `path`
+ * (may be NULL) is informational. The sources check its CRC-32 against
+ * the file's .gnu_debuglink (sym_sources.h). At most
+ * OPAL_SYM_MAX_DEBUGLINKS per registration of `id` are kept (further ones
+ * are closed: -ENOSPC); registering `id` again drops them. A session
+ * already open without DWARF is reopened to try it. Returns 0, -ENOENT
+ * when `id` is not registered (fd closed), or -errno. */
+int opal_symbolizer_add_debuglink(struct opal_symbolizer *s, const opal_file_id *for_id, int fd,
+				  const char *path);
+
+/* The key under which a file known only by its GNU build ID (remote
+ * symbolization) is registered and cached: the first 16 bytes of
+ * SHA-256("opal-build-id:" || build ID bytes), which cannot collide with
+ * an htlhash file ID in practice. */
+void opal_symbolizer_build_id_key(const uint8_t *build_id, size_t len, opal_file_id *out);
+
+/* Makes a build ID given as lowercase hex symbolizable without a collector
+ * descriptor: registers, under opal_symbolizer_build_id_key, the best ELF
+ * the sources have for it (sym_sources.h; may ask debuginfod, so call it
+ * without holding locks of your own). Returns 0 and *key; -ENOENT when no
+ * source has the build ID and nothing is cached for it; -EINVAL for a bad
+ * ID. */
+int opal_symbolizer_ensure_build_id(struct opal_symbolizer *s, const char *build_id_hex,
+				    opal_file_id *key);
+
+/* Same for an htlhash file ID: a registered descriptor, cached frames, or
+ * an uploaded file of that ID. Returns 0, -ENOENT or -EINVAL. */
+int opal_symbolizer_ensure_file_id(struct opal_symbolizer *s, const opal_file_id *id);
+
+/* Better debug data for build ID `build_id` (len bytes, may be 0) or file
+ * `file_id` (may be NULL) arrived with quality `q` (an upload): sessions of
+ * matching registered files are closed so that the next lookup reopens
+ * them through the sources (dropping cached frames when the new quality
+ * beats the recorded one), and files registered by build ID only are
+ * forgotten and their cached frames dropped. Returns the number of files
+ * affected. */
+int opal_symbolizer_debug_data_changed(struct opal_symbolizer *s, const uint8_t *build_id,
+				       size_t len, const opal_file_id *file_id,
+				       enum opal_debug_quality q);
+
+/* Stores frames found elsewhere (the upstream symbolizer) for lookup
+ * address `addr` of `id` (the address actually looked up, after any -1),
+ * replacing what the memory and SQLite caches held. Returns 0 or -errno. */
+int opal_symbolizer_put_remote(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
+			       const struct opal_sym_result *r);
+
+/* Callbacks into the fleet side (upstream.h), called with the symbolizer's
+ * lock held: they must only queue work, never call back into the
+ * symbolizer. Any may be NULL.
+ *  poor_result: a lookup computed from local data of quality below
+ *    DWARF_LINES, or that found nothing: `addr` is the lookup address;
+ *    `build_id` (len bytes) is 0-length for files without one.
+ *  new_file: a newly registered descriptor was opened and ranked `q`;
+ *    `main_fd` is the ELF, `debug_fd` the separate debug file used or -1
+ *    (both borrowed: duplicate to keep). */
+struct opal_symbolizer_hooks {
+	void (*poor_result)(void *arg, const opal_file_id *id, const uint8_t *build_id,
+			    size_t build_id_len, uint64_t addr, const struct opal_sym_result *local);
+	void (*new_file)(void *arg, const opal_file_id *id, const uint8_t *build_id,
+			 size_t build_id_len, int main_fd, int debug_fd, enum opal_debug_quality q);
+	void *arg;
+};
+void opal_symbolizer_set_hooks(struct opal_symbolizer *s, const struct opal_symbolizer_hooks *h);
+
 #endif

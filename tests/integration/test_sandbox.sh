@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# The symbolizer's privilege drop and self-sandbox, observed from outside on
+# the real daemon:
+# - started as root with --user nobody: /proc/PID/status shows uid/gid
+#   nobody, no capabilities in any set, NoNewPrivs 1, Seccomp 2;
+# - it symbolizes a real collector's intervals under the sandbox without a
+#   single seccomp denial (when build/opal-collector exists);
+# - it cannot open a root-only file (mode 0600 in a 0700 folder), nor a
+#   world-readable file outside the folders Landlock grants. To observe
+#   that on the daemon itself, gdb (as root) makes the running process call
+#   open(): the kernel applies the process's own credentials, Landlock
+#   domain and seccomp filter, so the answer is the daemon's. A file in its
+#   state folder is opened the same way as a control;
+# - a system call outside the allow-list fails with EPERM and is logged;
+# - started by an unprivileged user it applies the same sandbox;
+# - as root without --user it refuses to start.
+# usage: tests/integration/test_sandbox.sh BUILD_DIR   (as root)
+set -uo pipefail
+build=$(cd "${1:?usage: test_sandbox.sh BUILD_DIR}" && pwd)
+passed=0 failed=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+
+symbolizer=$build/opal-symbolizer
+collector=$build/opal-collector
+report=$build/opal-report
+[ "$(id -u)" -eq 0 ] || { fail prerequisite "run as root (the symbolizer drops from root to nobody)"; finish; }
+id nobody >/dev/null 2>&1 || { fail prerequisite "user nobody is missing"; finish; }
+command -v gdb >/dev/null || { fail prerequisite "gdb is missing (scripts/install-deps.sh installs it)"; finish; }
+command -v setpriv >/dev/null || { fail prerequisite "setpriv (util-linux) is missing"; finish; }
+[ -x "$symbolizer" ] || { fail prerequisite "$symbolizer is missing: run 'make all'"; finish; }
+
+tmp=$(mktemp -d /tmp/opal-sandbox.XXXXXX)
+chmod 0755 "$tmp"
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	if [ "$failed" -eq 0 ]; then rm -rf "$tmp"; else echo "test_sandbox: kept $tmp"; fi
+}
+trap cleanup EXIT
+
+# Waits up to $2 s for pid $1 to exit; sets wait_rc (124 on timeout).
+wait_for_exit() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$1" 2>/dev/null; then wait_rc=124; return; fi
+	wait "$1"
+	wait_rc=$?
+}
+
+wait_for_socket() {   # PATH PID
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[ -S "$1" ] && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# status_field PID NAME: the value of NAME in /proc/PID/status.
+status_field() {
+	awk -v k="$2:" '$1 == k { $1 = ""; sub(/^ +/, ""); print; exit }' "/proc/$1/status"
+}
+
+# in_process PID C-EXPRESSION...: prints "$N = VALUE" lines of gdb
+# evaluating each expression inside the stopped process (SIGSYS, which a
+# denied call raises inside it, is passed on without stopping).
+in_process() {
+	local pid=$1 args=() e
+	shift
+	for e in "$@"; do args+=(-ex "print $e"); done
+	timeout 60 gdb -p "$pid" -batch -nx -ex 'handle SIGSYS nostop noprint pass' "${args[@]}" \
+		2>/dev/null | grep -E '^\$[0-9]+ = '
+}
+
+nobody_uid=$(id -u nobody)
+nobody_gid=$(id -g nobody)
+
+# ---- as root with --user nobody --------------------------------------------------
+sock=$tmp/run/sym.sock
+mkdir -p "$tmp/run"
+"$symbolizer" --socket "$sock" --state-dir "$tmp/state" --out-dir "$tmp/out" --whole-run \
+	--user nobody >"$tmp/sym.log" 2>&1 &
+sym=$!
+pids+=("$sym")
+if ! wait_for_socket "$sock" "$sym"; then
+	fail "symbolizer starts as root with --user nobody" "no socket; log: $(tail -n 5 "$tmp/sym.log")"
+	finish
+fi
+pass "symbolizer starts as root with --user nobody"
+
+uids=$(status_field "$sym" Uid)
+gids=$(status_field "$sym" Gid)
+[ "$(echo $uids)" = "$nobody_uid $nobody_uid $nobody_uid $nobody_uid" ] &&
+	[ "$(echo $gids)" = "$nobody_gid $nobody_gid $nobody_gid $nobody_gid" ] &&
+	pass "runs as nobody (Uid: $(echo $uids))" ||
+	fail "runs as nobody" "Uid: $uids, Gid: $gids"
+caps_ok=1
+for f in CapInh CapPrm CapEff CapBnd CapAmb; do
+	v=$(status_field "$sym" $f)
+	[ "$v" = 0000000000000000 ] || { fail "capability set $f empty" "$f: $v"; caps_ok=0; }
+done
+[ "$caps_ok" -eq 1 ] && pass "no capabilities (CapEff, CapPrm, CapInh, CapBnd, CapAmb all 0)"
+[ "$(status_field "$sym" NoNewPrivs)" = 1 ] && pass "NoNewPrivs: 1" ||
+	fail "NoNewPrivs: 1" "NoNewPrivs: $(status_field "$sym" NoNewPrivs)"
+[ "$(status_field "$sym" Seccomp)" = 2 ] && pass "Seccomp: 2 (filter mode)" ||
+	fail "Seccomp: 2" "Seccomp: $(status_field "$sym" Seccomp)"
+grep -q 'sandbox: seccomp allow-list; Landlock ABI [12]' "$tmp/sym.log" &&
+	pass "Landlock applied ($(grep -o 'Landlock ABI.*rules' "$tmp/sym.log"))" ||
+	fail "Landlock applied" "$(grep sandbox "$tmp/sym.log")"
+
+# Real traffic under the sandbox.
+if [ -x "$collector" ]; then
+	"$collector" --socket "$sock" --frequency 99 --interval 1 >"$tmp/collector.log" 2>&1 &
+	coll=$!
+	pids+=("$coll")
+	# Work for the profile: a busy shell loop for a few seconds.
+	timeout 4 bash -c 'while :; do :; done' &
+	wait $!
+	kill -TERM "$coll" 2>/dev/null
+	wait_for_exit "$coll" 30
+	[ "$wait_rc" -eq 0 ] || fail "collector ran against the sandboxed symbolizer" \
+		"exit $wait_rc: $(tail -n 5 "$tmp/collector.log")"
+	n=$(ls "$tmp/out/intervals/"*.pb.gz 2>/dev/null | wc -l)
+	if [ "$n" -ge 2 ] && "$report" check "$tmp/out/profile.pb.gz" >"$tmp/check.txt" 2>&1; then
+		pass "sandboxed symbolizer wrote $n intervals with symbolized user and kernel frames"
+	else
+		fail "sandboxed symbolizer wrote symbolized intervals" \
+			"$n intervals; $(cat "$tmp/check.txt" 2>/dev/null)"
+	fi
+	if grep -q 'seccomp: denied' "$tmp/sym.log"; then
+		fail "no seccomp denial while symbolizing" "$(grep 'seccomp: denied' "$tmp/sym.log")"
+	else
+		pass "no seccomp denial while symbolizing"
+	fi
+else
+	fail "collector traffic" "$collector is missing: run 'make all'"
+fi
+
+# File access, asked of the daemon itself.
+mkdir -p "$tmp/rootonly"
+chmod 0700 "$tmp/rootonly"
+echo secret >"$tmp/rootonly/secret"
+chmod 0600 "$tmp/rootonly/secret"
+echo public >"$tmp/public"
+chmod 0644 "$tmp/public"
+echo control >"$tmp/state/control"
+chmod 0644 "$tmp/state/control"
+mapfile -t r < <(in_process "$sym" \
+	'(int)open("'"$tmp"'/state/control", 0)' \
+	'(int)close($1)' \
+	'(int)open("'"$tmp"'/rootonly/secret", 0)' \
+	'*(int *)__errno_location()' \
+	'(int)open("'"$tmp"'/public", 0)' \
+	'*(int *)__errno_location()' \
+	'(int)open("/etc/passwd", 0)' \
+	'*(int *)__errno_location()')
+val() { echo "${r[$1]#*= }"; }
+if [ "${#r[@]}" -ne 8 ]; then
+	fail "gdb evaluates open() inside the daemon" "got: ${r[*]}"
+else
+	[ "$(val 0)" -ge 0 ] && [ "$(val 1)" -eq 0 ] &&
+		pass "control: it opens a file in its state folder (fd $(val 0))" ||
+		fail "control: it opens a file in its state folder" "open returned $(val 0)"
+	[ "$(val 2)" -eq -1 ] && [ "$(val 3)" -eq 13 ] &&
+		pass "it cannot open a root-only file (mode 0600 in a 0700 folder): EACCES" ||
+		fail "it cannot open a root-only file" "open returned $(val 2), errno $(val 3)"
+	[ "$(val 4)" -eq -1 ] && [ "$(val 5)" -eq 13 ] &&
+		pass "Landlock: it cannot open a world-readable file outside its folders: EACCES" ||
+		fail "Landlock refuses a world-readable file outside its folders" \
+			"open returned $(val 4), errno $(val 5)"
+	[ "$(val 6)" -eq -1 ] && [ "$(val 7)" -eq 13 ] &&
+		pass "Landlock: it cannot read /etc/passwd: EACCES" ||
+		fail "Landlock refuses /etc/passwd" "open returned $(val 6), errno $(val 7)"
+fi
+
+# A system call outside the allow-list: ptrace (101 on x86_64).
+mapfile -t r < <(in_process "$sym" '(long)syscall(101, 0, 0, 0, 0)' '*(int *)__errno_location()')
+if [ "${#r[@]}" -eq 2 ] && [ "$(val 0)" -eq -1 ] && [ "$(val 1)" -eq 1 ] &&
+	grep -q 'seccomp: denied system call ptrace (101) with EPERM' "$tmp/sym.log"; then
+	pass "a call outside the allow-list fails with EPERM and is logged"
+else
+	fail "a call outside the allow-list fails with EPERM and is logged" \
+		"got ${r[*]}; log: $(grep seccomp "$tmp/sym.log")"
+fi
+
+kill -TERM "$sym"
+wait_for_exit "$sym" 30
+[ "$wait_rc" -eq 0 ] && grep -q 'seccomp denied 1 system calls' "$tmp/sym.log" &&
+	pass "stops cleanly, counting exactly the one denial" ||
+	fail "stops cleanly, counting the denial" "exit $wait_rc; $(tail -n 3 "$tmp/sym.log")"
+
+# ---- started by an unprivileged user ------------------------------------------------
+mkdir -p "$tmp/user"
+chown nobody: "$tmp/user"
+usock=$tmp/user/sym.sock
+setpriv --reuid nobody --regid "$nobody_gid" --clear-groups \
+	"$symbolizer" --socket "$usock" --state-dir "$tmp/user/state" --out-dir "$tmp/user/out" \
+	>"$tmp/user.log" 2>&1 &
+usym=$!
+pids+=("$usym")
+if wait_for_socket "$usock" "$usym"; then
+	[ "$(status_field "$usym" Seccomp)" = 2 ] && [ "$(status_field "$usym" NoNewPrivs)" = 1 ] &&
+		[ "$(status_field "$usym" CapEff)" = 0000000000000000 ] &&
+		grep -q 'sandbox: seccomp allow-list; Landlock ABI' "$tmp/user.log" &&
+		pass "started as nobody: same sandbox (Seccomp 2, NoNewPrivs 1, Landlock)" ||
+		fail "started as nobody: same sandbox" \
+			"Seccomp $(status_field "$usym" Seccomp), NoNewPrivs $(status_field "$usym" NoNewPrivs)"
+	kill -TERM "$usym"
+	wait_for_exit "$usym" 30
+	[ "$wait_rc" -eq 0 ] || fail "unprivileged symbolizer stops cleanly" "exit $wait_rc"
+else
+	fail "started as nobody" "no socket; log: $(tail -n 5 "$tmp/user.log")"
+fi
+
+# ---- root without --user --------------------------------------------------------------
+"$symbolizer" --socket "$tmp/root.sock" --state-dir "$tmp/rstate" --out-dir "$tmp/rout" \
+	>"$tmp/root.log" 2>&1 &
+rsym=$!
+pids+=("$rsym")
+wait_for_exit "$rsym" 10
+[ "$wait_rc" -eq 2 ] && grep -q 'refusing to run as root' "$tmp/root.log" && [ ! -e "$tmp/root.sock" ] &&
+	pass "as root without --user it refuses to start" ||
+	fail "as root without --user it refuses to start" "exit $wait_rc: $(cat "$tmp/root.log")"
+
+finish
