@@ -49,7 +49,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 FIXTURES   := $(BUILD)/fixtures/.stamp
 
-.PHONY: all deps run test unit integration fixtures clean
+.PHONY: all deps run test unit integration fixtures fuzz clean
 .DELETE_ON_ERROR:
 .SECONDARY: $(PROTO_C) $(PROTO_H) $(BUILD)/vmlinux.h
 
@@ -127,9 +127,17 @@ unit: $(UNIT_BINS) $(FIXTURES)
 integration: all $(FIXTURES)
 	tests/run-integration.sh $(BUILD)
 
+# libFuzzer targets, each run briefly: the CFI table builder (runs as root
+# over any user's binaries), the upload validator and the JSON parsers.
+FUZZ_SECONDS ?= 20
+
+fuzz: all $(FIXTURES)
+	tests/run-fuzz.sh $(BUILD) $(FUZZ_SECONDS)
+
 test: deps
 	$(MAKE) all
 	$(MAKE) unit
+	$(MAKE) fuzz
 	$(MAKE) integration
 
 run: deps
