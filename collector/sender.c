@@ -28,6 +28,7 @@ void opal_sender_init(struct opal_sender *s, const char *path, struct opal_sendq
 	s->sock = -1;
 	s->q = q;
 	s->files = files;
+	s->debuglinks = &opal_debuglink_source_live;
 	s->ctr = ctr;
 	s->host = host;
 	s->backoff_ns = OPAL_BACKOFF_MIN_NS;
@@ -38,6 +39,17 @@ bool opal_sender_connected(const struct opal_sender *s)
 	return s->sock >= 0;
 }
 
+/* Intervals that left the full send buffer while in flight and turned out
+ * lost (sendq.h): counted and logged here, when their fate is known. */
+static void count_lost(struct opal_sender *s, uint64_t n, const char *why)
+{
+	if (!n)
+		return;
+	s->ctr->intervals_dropped += n;
+	opal_warn("%llu intervals pushed out of the full send buffer while in flight are lost (%s)",
+		  (unsigned long long)n, why);
+}
+
 void opal_sender_close(struct opal_sender *s)
 {
 	if (s->sock < 0)
@@ -45,6 +57,7 @@ void opal_sender_close(struct opal_sender *s)
 	opal_wire_reader_close(&s->rd);
 	close(s->sock);
 	s->sock = -1;
+	count_lost(s, opal_sendq_set_conn(s->q, 0), "connection closed before their Ack");
 }
 
 /* Drops the connection after an error; the next attempt comes after the
@@ -110,7 +123,43 @@ static int send_kallsyms(struct opal_sender *s)
 	return err;
 }
 
-/* FileInfo of `f` with its descriptor, or has_fd=false and the reason. */
+/* One FileInfo kind DEBUGLINK per .gnu_debuglink candidate of `f` found
+ * in a process that maps it; the candidates are opened here and closed as
+ * soon as they are sent. Only a socket error is returned. */
+static int send_debuglinks(struct opal_sender *s, const struct opal_file *f)
+{
+	struct opal_debuglink_candidate cand[OPAL_DEBUGLINK_MAX_CANDIDATES];
+	size_t n = 0;
+	int err = 0;
+
+	if (!f->elf.has_debuglink)
+		return 0;
+	opal_debuglink_open_file(s->debuglinks, f, cand, &n);
+	for (size_t i = 0; i < n; i++) {
+		Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
+		Opal__Wire__V1__FileInfo fi = OPAL__WIRE__V1__FILE_INFO__INIT;
+
+		fi.kind = OPAL__WIRE__V1__FILE_KIND__FILE_KIND_DEBUGLINK;
+		fi.debuglink_of.len = OPAL_FILE_ID_LEN;
+		fi.debuglink_of.data = (uint8_t *)f->id.b;
+		fi.path = cand[i].path;
+		fi.size = cand[i].size;
+		fi.has_fd = true;
+		env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_FILE;
+		env.file = &fi;
+		if (!err) {
+			err = send_env(s, &env, cand[i].fd);
+			if (!err)
+				opal_debug("file %s: debuglink candidate %s sent", f->path,
+					   cand[i].path);
+		}
+		close(cand[i].fd);
+	}
+	return err;
+}
+
+/* FileInfo of `f` with its descriptor, or has_fd=false and the reason;
+ * then its debuglink candidates when the descriptor went out. */
 static int send_file(struct opal_sender *s, struct opal_file *f)
 {
 	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
@@ -132,6 +181,8 @@ static int send_file(struct opal_sender *s, struct opal_file *f)
 	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_FILE;
 	env.file = &fi;
 	err = send_env(s, &env, fd >= 0 ? fd : -1);
+	if (err == 0 && fd >= 0)
+		err = send_debuglinks(s, f);
 	if (err == 0)
 		f->sent_conn = s->conn_gen;
 	return err;
@@ -219,6 +270,7 @@ static void try_connect(struct opal_sender *s, uint64_t now_ns)
 	set_timeout(sock, SO_RCVTIMEO, OPAL_RECV_TIMEOUT_MS);
 	s->sock = sock;
 	s->conn_gen++;
+	opal_sendq_set_conn(s->q, s->conn_gen);   /* nothing pending: the close settled it */
 	s->warned_down = false;
 	s->backoff_ns = OPAL_BACKOFF_MIN_NS;
 	opal_wire_reader_init(&s->rd, sock);
@@ -272,7 +324,11 @@ static void read_messages(struct opal_sender *s, uint64_t now_ns)
 		if (fd >= 0)
 			close(fd);   /* the symbolizer never sends descriptors */
 		if (env->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG_ACK) {
-			if (env->ack->run_id == s->run_id && opal_sendq_ack(s->q, env->ack->seq))
+			bool found = false;
+			if (env->ack->run_id == s->run_id)
+				count_lost(s, opal_sendq_acked(s->q, env->ack->seq, &found),
+					   "the symbolizer acknowledged a later one");
+			if (found)
 				opal_debug("interval %llu acknowledged",
 					   (unsigned long long)env->ack->seq);
 		} else if (env->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG_FILE_REQUEST) {

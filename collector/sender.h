@@ -1,7 +1,8 @@
 /* The collector's side of the socket (docs/wire-protocol.md): connects to
  * the symbolizer (retrying with backoff while it is not there), sends
- * Hello, the kallsyms descriptor, FileInfos with ELF descriptors and the
- * queued intervals, and handles Ack and FileRequest. Never blocks longer
+ * Hello, the kallsyms descriptor, FileInfos with ELF descriptors (each
+ * followed by its .gnu_debuglink candidates, debuglink.h) and the queued
+ * intervals, and handles Ack and FileRequest. Never blocks longer
  * than the socket timeouts (send 5 s without progress, a started frame 1 s). */
 #ifndef OPAL_COLLECTOR_SENDER_H
 #define OPAL_COLLECTOR_SENDER_H
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "counters.h"
+#include "debuglink.h"
 #include "files.h"
 #include "hostinfo.h"
 #include "sendq.h"
@@ -30,6 +32,9 @@ struct opal_sender {
 	bool warned_down;            /* "not reachable" logged once per outage */
 	struct opal_sendq *q;
 	struct opal_file_table *files;
+	/* Where .gnu_debuglink candidates are opened: the live /proc unless a
+	 * test replaces it after opal_sender_init. */
+	const struct opal_debuglink_source *debuglinks;
 	struct opal_counters *ctr;
 	const struct opal_host_info *host;
 	uint64_t run_id, boot_time_unix_ns, period_ns;

@@ -1,4 +1,4 @@
-/* PT_LOAD table and GNU build ID of an ELF file, via libelf. */
+/* PT_LOAD table, GNU build ID and .gnu_debuglink of an ELF file, via libelf. */
 #include "elfinfo.h"
 
 #include <errno.h>
@@ -32,6 +32,53 @@ static void read_build_id(Elf *elf, size_t phnum, struct opal_elf_info *out)
 				return;
 			}
 		}
+	}
+}
+
+/* The name, padding to 4 bytes and CRC-32 of a .gnu_debuglink section. */
+#define MAX_DEBUGLINK_BYTES (OPAL_ELF_DEBUGLINK_MAX + 8)
+#define MAX_SHSTRTAB_BYTES  (1u << 20)   /* larger section-name tables: no debuglink read */
+
+static void read_debuglink(Elf *elf, const GElf_Ehdr *eh, struct opal_elf_info *out)
+{
+	size_t shnum, shstrndx;
+	GElf_Shdr strsh;
+
+	if (elf_getshdrnum(elf, &shnum) != 0 || shnum > OPAL_ELF_MAX_SECTIONS ||
+	    elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return;
+	/* elf_strptr reads the whole section-name table: bound it first. */
+	Elf_Scn *strscn = elf_getscn(elf, shstrndx);
+	if (!strscn || !gelf_getshdr(strscn, &strsh) || strsh.sh_size > MAX_SHSTRTAB_BYTES)
+		return;
+	Elf_Scn *scn = NULL;
+	for (size_t i = 0; i < shnum && (scn = elf_nextscn(elf, scn)); i++) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
+			continue;
+		const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || strcmp(name, ".gnu_debuglink") != 0)
+			continue;
+		if (sh.sh_size < 8 || sh.sh_size > MAX_DEBUGLINK_BYTES)
+			return;
+		Elf_Data *d = elf_rawdata(scn, NULL);
+		if (!d || !d->d_buf || d->d_size != sh.sh_size)
+			return;
+		const uint8_t *b = d->d_buf;
+		size_t len = strnlen((const char *)b, d->d_size);
+		size_t crc_off = (len + 4) & ~(size_t)3;   /* past the NUL, 4-aligned */
+		if (len == 0 || len >= OPAL_ELF_DEBUGLINK_MAX || crc_off + 4 > d->d_size)
+			return;
+		uint32_t crc = eh->e_ident[EI_DATA] == ELFDATA2MSB ?
+			(uint32_t)b[crc_off] << 24 | (uint32_t)b[crc_off + 1] << 16 |
+				(uint32_t)b[crc_off + 2] << 8 | b[crc_off + 3] :
+			(uint32_t)b[crc_off + 3] << 24 | (uint32_t)b[crc_off + 2] << 16 |
+				(uint32_t)b[crc_off + 1] << 8 | b[crc_off];
+		memcpy(out->debuglink, b, len);
+		out->debuglink[len] = '\0';
+		out->debuglink_crc = crc;
+		out->has_debuglink = true;
+		return;
 	}
 }
 
@@ -73,6 +120,7 @@ int opal_elf_info_from_fd(int fd, struct opal_elf_info *out)
 		};
 	}
 	read_build_id(elf, phnum, out);
+	read_debuglink(elf, &eh, out);
 out:
 	elf_end(elf);
 	return err;

@@ -1,5 +1,6 @@
 /* What opal needs of an ELF file's layout: PT_LOAD segments (for
- * runtime address -> ELF virtual address) and the GNU build ID.
+ * runtime address -> ELF virtual address), the GNU build ID and the
+ * .gnu_debuglink (name and CRC-32 of the separate debug file).
  * Parsed with libelf; every count is bounded because the collector reads
  * any user's files as root. */
 #ifndef OPAL_ELFINFO_H
@@ -11,6 +12,11 @@
 #include "fileid.h"
 
 #define OPAL_ELF_MAX_LOADS 32   /* files with more PT_LOADs are rejected */
+/* Bytes of a .gnu_debuglink file name with its NUL (NAME_MAX + 1); longer
+ * names are ignored. */
+#define OPAL_ELF_DEBUGLINK_MAX 256
+/* Sections looked at for .gnu_debuglink; a file with more has none read. */
+#define OPAL_ELF_MAX_SECTIONS 65536
 
 struct opal_load_segment {
 	uint64_t vaddr;    /* p_vaddr */
@@ -26,12 +32,21 @@ struct opal_elf_info {
 	struct opal_load_segment loads[OPAL_ELF_MAX_LOADS];
 	size_t build_id_len;                     /* 0 when the file has none */
 	uint8_t build_id[OPAL_BUILD_ID_MAX];
+	bool has_debuglink;                      /* a well-formed .gnu_debuglink was read */
+	char debuglink[OPAL_ELF_DEBUGLINK_MAX];  /* its file name, NUL-terminated ("" if none) */
+	uint32_t debuglink_crc;                  /* its CRC-32 (zlib's), in host byte order */
 };
 
-/* Reads program headers and the NT_GNU_BUILD_ID note of the ELF open on
- * `fd` (position untouched; libelf reads with pread). Returns 0, -ENOEXEC
- * for a non-ELF or malformed file, -E2BIG for more than OPAL_ELF_MAX_LOADS
- * PT_LOADs, or -errno. */
+/* Reads program headers, the NT_GNU_BUILD_ID note and the .gnu_debuglink
+ * section of the ELF open on `fd` (position untouched; libelf reads with
+ * pread). .gnu_debuglink follows the GDB manual ("Debugging Information in
+ * Separate Files"): a NUL-terminated file name, zero padding to a 4-byte
+ * boundary, then the CRC-32 in the file's byte order. A missing, malformed
+ * or oversized one (name of OPAL_ELF_DEBUGLINK_MAX bytes or more, more than
+ * OPAL_ELF_MAX_SECTIONS sections) only leaves has_debuglink false. The name
+ * is stored as found: callers check it is a plain file name. Returns 0,
+ * -ENOEXEC for a non-ELF or malformed file, -E2BIG for more than
+ * OPAL_ELF_MAX_LOADS PT_LOADs, or -errno. */
 int opal_elf_info_from_fd(int fd, struct opal_elf_info *out);
 
 /* Maps a file offset to an ELF virtual address through the PT_LOAD whose

@@ -1,6 +1,8 @@
 /* Unit tests of shared/elfinfo.c. Expected values come from binutils run at
- * test time (readelf -lW, readelf -n, nm), never from elfinfo itself.
- * Fixtures: $OPAL_FIXTURES/layout (tests/fixtures/layout/build.sh). */
+ * test time (readelf -lW, readelf -n, readelf -p, nm) and zlib's crc32,
+ * never from elfinfo itself.
+ * Fixtures: $OPAL_FIXTURES/layout (tests/fixtures/layout/build.sh) and
+ * $OPAL_FIXTURES/debuglink (tests/fixtures/debuglink/build.sh). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,13 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "elfinfo.h"
 
 #define PAGE 4096u
 #define PIE_BASE 0x7f0000000000ull   /* simulated load address of ET_DYN files */
 
-static char fixture_dir[4096];
+static char fixture_dir[4096], debuglink_dir[4096];
 
 static const char *fixture(const char *name)
 {
@@ -521,11 +524,194 @@ static void test_note_past_eof(void **state)
 	assert_true(rc < 0 || info.build_id_len == 0);
 }
 
+/* zlib's CRC-32 of the whole file at `path`, as `objcopy --add-gnu-debuglink`
+ * records it. */
+static uint32_t file_crc32(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fail_msg("cannot open %s (run tests/fixtures/build.sh)", path);
+	uLong crc = crc32(0, Z_NULL, 0);
+	unsigned char b[65536];
+	ssize_t n;
+	while ((n = read(fd, b, sizeof(b))) > 0)
+		crc = crc32(crc, b, (uInt)n);
+	assert_int_equal(n, 0);
+	close(fd);
+	return (uint32_t)crc;
+}
+
+/* The stripped fixture's .gnu_debuglink: the name readelf prints, the CRC
+ * of the debug file it was made from; the debug file itself has none. */
+static void test_debuglink_fixture(void **state)
+{
+	(void)state;
+	char path[4352], cmd[4608], want[256];
+	snprintf(path, sizeof(path), "%s/dl_next", debuglink_dir);
+	snprintf(cmd, sizeof(cmd),
+		 "readelf -p .gnu_debuglink '%s' | sed -n 's/^ *\\[ *0\\] *//p'", path);
+	snprintf(want, sizeof(want), "%s", shell_line(cmd));
+	assert_string_equal(want, "dl_next.debug");
+
+	struct opal_elf_info info;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fail_msg("cannot open fixture %s (run tests/fixtures/build.sh)", path);
+	memset(&info, 0xa5, sizeof(info));
+	assert_int_equal(opal_elf_info_from_fd(fd, &info), 0);
+	close(fd);
+	assert_true(info.has_debuglink);
+	assert_string_equal(info.debuglink, want);
+	snprintf(path, sizeof(path), "%s/dl_next.debug", debuglink_dir);
+	assert_int_equal(info.debuglink_crc, file_crc32(path));
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(opal_elf_info_from_fd(fd, &info), 0);
+	close(fd);
+	assert_false(info.has_debuglink);
+	assert_string_equal(info.debuglink, "");
+}
+
+static void put(uint8_t *p, uint64_t v, unsigned size, bool msb)
+{
+	for (unsigned i = 0; i < size; i++)
+		p[msb ? size - 1 - i : i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A minimal ELF64 file without program headers and with three sections
+ * (null, .shstrtab of `str_size` bytes, .gnu_debuglink holding `data`,
+ * `dlen` bytes, of type `type`), in big-endian byte order when `msb`. */
+static size_t craft_debuglink_str(uint8_t *buf, size_t cap, const void *data, size_t dlen,
+				  uint32_t type, bool msb, size_t str_size)
+{
+	static const char names[] = "\0.shstrtab\0.gnu_debuglink";   /* offsets 1 and 11 */
+	size_t str_off = 64, data_off = (str_off + str_size + 7) & ~(size_t)7;
+	size_t sh_off = (data_off + dlen + 7) & ~(size_t)7;
+	size_t total = sh_off + 3 * 64;
+	assert_true(total <= cap && sizeof(names) <= str_size);
+	memset(buf, 0, total);
+	memcpy(buf, ELFMAG, SELFMAG);
+	buf[EI_CLASS] = ELFCLASS64;
+	buf[EI_DATA] = msb ? ELFDATA2MSB : ELFDATA2LSB;
+	buf[EI_VERSION] = EV_CURRENT;
+	put(buf + 16, ET_DYN, 2, msb);
+	put(buf + 18, msb ? EM_PPC64 : EM_X86_64, 2, msb);
+	put(buf + 20, EV_CURRENT, 4, msb);
+	put(buf + 40, sh_off, 8, msb);     /* e_shoff */
+	put(buf + 52, 64, 2, msb);         /* e_ehsize */
+	put(buf + 54, 56, 2, msb);         /* e_phentsize */
+	put(buf + 58, 64, 2, msb);         /* e_shentsize */
+	put(buf + 60, 3, 2, msb);          /* e_shnum */
+	put(buf + 62, 1, 2, msb);          /* e_shstrndx */
+	memcpy(buf + str_off, names, sizeof(names));
+	memcpy(buf + data_off, data, dlen);
+	uint8_t *sh = buf + sh_off + 64;   /* [1] .shstrtab */
+	put(sh + 0, 1, 4, msb);
+	put(sh + 4, SHT_STRTAB, 4, msb);
+	put(sh + 24, str_off, 8, msb);
+	put(sh + 32, str_size, 8, msb);
+	put(sh + 48, 1, 8, msb);
+	sh += 64;                          /* [2] .gnu_debuglink */
+	put(sh + 0, 11, 4, msb);
+	put(sh + 4, type, 4, msb);
+	put(sh + 24, data_off, 8, msb);
+	put(sh + 32, dlen, 8, msb);
+	put(sh + 48, 4, 8, msb);
+	return total;
+}
+
+static size_t craft_debuglink(uint8_t *buf, size_t cap, const void *data, size_t dlen,
+			      uint32_t type, bool msb)
+{
+	return craft_debuglink_str(buf, cap, data, dlen, type, msb, 32);
+}
+
+/* Section contents: `name_len` bytes of 'a'..'z', NUL, zero padding to 4,
+ * then `crc` in the given byte order. Returns the length. */
+static size_t link_data(uint8_t *d, size_t name_len, uint32_t crc, bool msb)
+{
+	for (size_t i = 0; i < name_len; i++)
+		d[i] = (uint8_t)('a' + i % 26);
+	size_t crc_off = (name_len + 4) & ~(size_t)3;
+	memset(d + name_len, 0, crc_off - name_len);
+	put(d + crc_off, crc, 4, msb);
+	return crc_off + 4;
+}
+
+static void test_debuglink_crafted(void **state)
+{
+	(void)state;
+	static uint8_t buf[4096];
+	uint8_t d[600];
+	struct opal_elf_info info;
+
+	/* Both byte orders; the longest name kept (255 bytes). */
+	for (int msb = 0; msb <= 1; msb++) {
+		size_t dl = link_data(d, 255, 0x12345678u, msb);
+		size_t len = craft_debuglink(buf, sizeof(buf), d, dl, SHT_PROGBITS, msb);
+		assert_int_equal(info_of_bytes(buf, len, &info), 0);
+		assert_true(info.has_debuglink);
+		assert_int_equal(strlen(info.debuglink), 255);
+		assert_memory_equal(info.debuglink, d, 255);
+		assert_int_equal(info.debuglink_crc, 0x12345678u);
+		assert_int_equal(info.n_loads, 0);
+	}
+	size_t dl = link_data(d, 5, 0xdeadbeefu, false);
+	assert_int_equal(info_of_bytes(buf, craft_debuglink(buf, sizeof(buf), d, dl, SHT_PROGBITS,
+							    false), &info), 0);
+	assert_string_equal(info.debuglink, "abcde");
+	assert_int_equal(info.debuglink_crc, 0xdeadbeefu);
+
+	/* Malformed sections are ignored, the file is not refused. */
+	dl = link_data(d, 256, 1, false);   /* name too long */
+	assert_int_equal(info_of_bytes(buf, craft_debuglink(buf, sizeof(buf), d, dl, SHT_PROGBITS,
+							    false), &info), 0);
+	assert_false(info.has_debuglink);
+	dl = link_data(d, 5, 1, false);     /* SHT_NOBITS: no contents in the file */
+	assert_int_equal(info_of_bytes(buf, craft_debuglink(buf, sizeof(buf), d, dl, SHT_NOBITS,
+							    false), &info), 0);
+	assert_false(info.has_debuglink);
+	memset(d, 'x', 12);                 /* no NUL */
+	assert_int_equal(info_of_bytes(buf, craft_debuglink(buf, sizeof(buf), d, 12, SHT_PROGBITS,
+							    false), &info), 0);
+	assert_false(info.has_debuglink);
+	memcpy(d, "abc\0\1\2\3", 7);       /* CRC cut short */
+	assert_int_equal(info_of_bytes(buf, craft_debuglink(buf, sizeof(buf), d, 7, SHT_PROGBITS,
+							    false), &info), 0);
+	assert_false(info.has_debuglink);
+	memset(d, 0, 8);                    /* empty name */
+	assert_int_equal(info_of_bytes(buf, craft_debuglink(buf, sizeof(buf), d, 8, SHT_PROGBITS,
+							    false), &info), 0);
+	assert_false(info.has_debuglink);
+
+	/* A section-name table over the 1 MiB bound is not read; one of
+	 * exactly 1 MiB is. */
+	static uint8_t huge[(1u << 20) + 4096];
+	dl = link_data(d, 5, 1, false);
+	size_t big = craft_debuglink_str(huge, sizeof(huge), d, dl, SHT_PROGBITS, false,
+					 (1u << 20) + 1);
+	assert_int_equal(info_of_bytes(huge, big, &info), 0);
+	assert_false(info.has_debuglink);
+	big = craft_debuglink_str(huge, sizeof(huge), d, dl, SHT_PROGBITS, false, 1u << 20);
+	assert_int_equal(info_of_bytes(huge, big, &info), 0);
+	assert_true(info.has_debuglink);
+
+	/* A section running past the end of the file. */
+	dl = link_data(d, 5, 1, false);
+	size_t len = craft_debuglink(buf, sizeof(buf), d, dl, SHT_PROGBITS, false);
+	put(buf + len - 64 + 24, 1u << 20, 8, false);   /* sh_offset of .gnu_debuglink */
+	int rc = info_of_bytes(buf, len, &info);
+	assert_true(rc < 0 || !info.has_debuglink);
+}
+
 static int setup(void **state)
 {
 	(void)state;
 	const char *env = getenv("OPAL_FIXTURES");
 	snprintf(fixture_dir, sizeof(fixture_dir), "%s/layout", env && *env ? env : "build/fixtures");
+	snprintf(debuglink_dir, sizeof(debuglink_dir), "%s/debuglink",
+		 env && *env ? env : "build/fixtures");
 	return 0;
 }
 
@@ -546,6 +732,8 @@ int main(void)
 		cmocka_unit_test(test_load_count_bound),
 		cmocka_unit_test(test_oversized_build_id),
 		cmocka_unit_test(test_note_past_eof),
+		cmocka_unit_test(test_debuglink_fixture),
+		cmocka_unit_test(test_debuglink_crafted),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
