@@ -9,7 +9,7 @@ PKGS=(
   protobuf-compiler libjansson-dev libmicrohttpd-dev libcmocka-dev libcurl4-openssl-dev
   zlib1g-dev libssl-dev libiberty-dev libseccomp-dev libdebuginfod-dev
   liblzma-dev libarchive-dev debuginfod libc6-dbg dwz
-  golang-go binutils procps python3 help2man gdb systemd
+  golang-go binutils procps python3 help2man gdb systemd sqlite3
   chromium nodejs
 )
 

@@ -114,12 +114,111 @@ static void test_entry_count_bound(void **state)
 	opal_sendq_destroy(&q);
 }
 
+/* Pushes seq with `len` bytes and marks it sent on connection `conn`
+ * (0: not sent), as the sender does. Returns push's result. */
+static int push_sent(struct opal_sendq *q, uint64_t seq, size_t len, uint64_t conn)
+{
+	struct opal_sendq_entry e = entry(seq, len, 0);
+	int r = opal_sendq_push(q, &e);
+
+	opal_sendq_at(q, q->n - 1)->sent_conn = conn;
+	return r;
+}
+
+/* An entry pushed out while in flight on the live connection is not lost
+ * yet: its Ack forgets it, and a queued entry's Ack is not a loss. */
+static void test_in_flight_eviction_acknowledged(void **state)
+{
+	(void)state;
+	struct opal_sendq q;
+	bool found;
+
+	assert_int_equal(opal_sendq_init(&q, 100), 0);
+	assert_int_equal(opal_sendq_set_conn(&q, 1), 0);
+	assert_int_equal(push_sent(&q, 1, 40, 1), 0);
+	assert_int_equal(push_sent(&q, 2, 40, 1), 0);
+	assert_int_equal(push_sent(&q, 3, 40, 0), 0);   /* 1 pushed out in flight */
+	assert_int_equal(q.n, 2);
+	assert_int_equal(q.n_evicted, 1);
+	assert_int_equal(opal_sendq_acked(&q, 1, &found), 0);
+	assert_false(found);
+	assert_int_equal(q.n_evicted, 0);
+	assert_int_equal(opal_sendq_acked(&q, 2, &found), 0);
+	assert_true(found);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(opal_sendq_set_conn(&q, 0), 0);   /* nothing pending */
+	opal_sendq_destroy(&q);
+}
+
+/* In-flight entries pushed out and never acknowledged are lost when a later
+ * seq is acknowledged (the symbolizer acknowledges in order) or when the
+ * connection ends; entries of an older connection are lost at once. */
+static void test_in_flight_eviction_lost(void **state)
+{
+	(void)state;
+	struct opal_sendq q;
+	bool found;
+
+	assert_int_equal(opal_sendq_init(&q, 100), 0);
+	opal_sendq_set_conn(&q, 1);
+	assert_int_equal(push_sent(&q, 1, 40, 1), 0);
+	assert_int_equal(push_sent(&q, 2, 40, 1), 0);
+	assert_int_equal(push_sent(&q, 3, 40, 1), 0);   /* 1 out, in flight */
+	assert_int_equal(push_sent(&q, 4, 40, 1), 0);   /* 2 out, in flight */
+	assert_int_equal(q.n_evicted, 2);
+	/* Ack of 2: 1 was skipped (lost), 2 arrived */
+	assert_int_equal(opal_sendq_acked(&q, 2, &found), 1);
+	assert_false(found);
+	assert_int_equal(q.n_evicted, 0);
+	assert_int_equal(push_sent(&q, 5, 40, 1), 0);   /* 3 out, in flight */
+	assert_int_equal(push_sent(&q, 6, 40, 1), 0);   /* 4 out, in flight */
+	/* Ack of 5 (queued): 3 and 4 were skipped */
+	assert_int_equal(opal_sendq_acked(&q, 5, &found), 2);
+	assert_true(found);
+	assert_int_equal(push_sent(&q, 7, 40, 1), 0);
+	assert_int_equal(push_sent(&q, 8, 40, 1), 0);   /* 6 out, in flight */
+	assert_int_equal(opal_sendq_set_conn(&q, 0), 1);   /* connection gone: 6 lost */
+	/* disconnected: 7 went out on a dead connection, so pushing it out loses it */
+	assert_int_equal(push_sent(&q, 9, 40, 0), 1);
+	/* reconnected, 8 and 9 not yet re-sent: lost at once as well */
+	opal_sendq_set_conn(&q, 2);
+	assert_int_equal(push_sent(&q, 10, 90, 0), 2);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(q.n_evicted, 0);
+	opal_sendq_destroy(&q);
+}
+
+/* The remembered in-flight seqs are bounded by OPAL_SENDQ_MAX: past it the
+ * oldest counts as lost. */
+static void test_in_flight_memory_bound(void **state)
+{
+	(void)state;
+	struct opal_sendq q;
+	uint64_t lost = 0;
+
+	assert_int_equal(opal_sendq_init(&q, 1), 0);
+	opal_sendq_set_conn(&q, 1);
+	for (uint64_t s = 1; s <= OPAL_SENDQ_MAX + 4; s++) {   /* each push evicts the previous */
+		int r = push_sent(&q, s, 1, 1);
+		assert_true(r >= 0);
+		lost += (uint64_t)r;
+	}
+	assert_int_equal(lost, 3);
+	assert_int_equal(q.n_evicted, OPAL_SENDQ_MAX);
+	assert_int_equal(q.evicted[0], 4);   /* 1..3 were counted */
+	assert_int_equal(opal_sendq_set_conn(&q, 0), OPAL_SENDQ_MAX);
+	opal_sendq_destroy(&q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_order_and_ack),
 		cmocka_unit_test(test_byte_bound_drops_oldest),
 		cmocka_unit_test(test_entry_count_bound),
+		cmocka_unit_test(test_in_flight_eviction_acknowledged),
+		cmocka_unit_test(test_in_flight_eviction_lost),
+		cmocka_unit_test(test_in_flight_memory_bound),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
