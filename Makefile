@@ -224,3 +224,14 @@ bench-symbolize: $(BUILD)/bench/bench_symbolize
 $(BUILD)/bench/bench_symbolize: bench/symbolize/bench_symbolize.c $(LIBSYM) $(LIBSHARED)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIBSYM) $(LIBSHARED) $(LDLIBS) -o $@
+
+# Unwinding completeness and profiler overhead (docs/performance.md), as
+# root: `make bench-unwind` (about 1.5 minutes), `make bench-overhead` (about
+# 10 minutes; BENCH_REPEAT runs of each tool at each frequency).
+BENCH_DURATION ?= 30
+BENCH_REPEAT   ?= 5
+.PHONY: bench-unwind bench-overhead
+bench-unwind: all
+	bench/unwind/run.sh --build $(BUILD) --duration $(BENCH_DURATION)
+bench-overhead: all
+	bench/overhead/run.sh --build $(BUILD) --repeat $(BENCH_REPEAT) --rounds $(BENCH_REPEAT)

@@ -1,5 +1,5 @@
 /* Records shared by bpf/sampler.bpf.c and the collector: ring buffer events,
- * counter slots and map sizes. Included by BPF code after vmlinux.h and by
+ * counter slots and map sizes (the unwinder's own: unwind.h). Included by BPF code after vmlinux.h and by
  * userspace C, so only __u32/__u64-style types are used. */
 #ifndef OPAL_BPF_SAMPLER_H
 #define OPAL_BPF_SAMPLER_H
@@ -7,8 +7,9 @@
 #ifndef __VMLINUX_H__
 #include <linux/types.h>
 #endif
+#include "unwind.h"
 
-/* Frames per stack; equals the kernel's default perf_event_max_stack. */
+/* Kernel frames per stack; equals the kernel's default perf_event_max_stack. */
 #define OPAL_MAX_STACK_DEPTH 127
 #define OPAL_COMM_LEN 16
 /* Pids whose samples BPF counts and drops (opal's own processes). */
@@ -21,27 +22,67 @@ enum opal_event_kind {
 	OPAL_EVENT_EXIT = 3,   /* thread-group leader exited: drop the process */
 };
 
-/* One CPU-clock sample of a non-idle, non-excluded task. */
+/* opal_sample_event.flags */
+#define OPAL_SAMPLE_DEFERRED     1u  /* the walk continues in userspace from `regs`
+				      * over `stack` (the frame in ustack[ustack_n - 1]) */
+#define OPAL_SAMPLE_UNKNOWN_PROC 2u  /* no (current) mapping array for the process */
+#define OPAL_SAMPLE_STALE        4u  /* the mapping array disagrees with the
+				      * address space (bpf_find_vma): re-read maps */
+#define OPAL_SAMPLE_PENDING      8u  /* a mapping's table is not loaded */
+#define OPAL_SAMPLE_KERNEL_MODE  16u /* taken in the kernel: user registers from
+				      * the task's pt_regs */
+
+/* One CPU-clock sample of a non-idle, non-excluded task. `stack` is only
+ * filled (and sent) for deferred samples. */
 struct opal_sample_event {
 	__u32 kind;             /* OPAL_EVENT_SAMPLE */
 	__u32 pid;              /* tgid */
 	__u32 tid;              /* kernel pid of the thread */
 	__u32 cpu;
 	__u64 ktime_ns;         /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
-	/* Frame counts in kstack/ustack, or a negative errno from
-	 * bpf_get_stack. ustack_n is 0 for kernel threads. */
+	/* kstack_n: frames in kstack, or a negative errno from bpf_get_stack.
+	 * ustack_n: entries in ustack/uflags (0 for kernel threads); the
+	 * last may be an error frame (OPAL_UFRAME_ERROR). */
 	__s32 kstack_n;
 	__s32 ustack_n;
 	char comm[OPAL_COMM_LEN];   /* thread comm */
+	__u32 flags;            /* OPAL_SAMPLE_* */
+	__u32 stack_len;        /* bytes in stack[], a multiple of OPAL_STACK_PAGE */
+	__u64 stack_addr;       /* user address of stack[0] (page of regs' RSP) */
+	struct opal_unwind_regs regs;   /* DEFERRED: the registers of the frame
+					 * ustack[ustack_n - 1] */
 	__u64 kstack[OPAL_MAX_STACK_DEPTH];   /* leaf first */
-	__u64 ustack[OPAL_MAX_STACK_DEPTH];   /* leaf first; [0] is the interrupted PC */
+	__u64 ustack[OPAL_USTACK_SLOTS];      /* leaf first: PCs, or an enum
+					       * opal_unwind_err for an error frame */
+	__u8 uflags[OPAL_USTACK_SLOTS];       /* OPAL_UFRAME_* per ustack entry */
+	__u8 pad[7];
+	__u8 stack[OPAL_STACK_COPY];          /* DEFERRED: user memory at stack_addr */
 };
+
+/* A record is OPAL_SAMPLE_FIXED_SIZE bytes, plus stack_len with DEFERRED. */
+#define OPAL_SAMPLE_FIXED_SIZE __builtin_offsetof(struct opal_sample_event, stack)
 
 /* Exec or leader exit of process `pid`. */
 struct opal_proc_event {
 	__u32 kind;             /* OPAL_EVENT_EXEC or OPAL_EVENT_EXIT */
 	__u32 pid;              /* tgid */
 	__u64 ktime_ns;
+};
+
+/* Processes remembered as sampled while unknown (their exit event then
+ * lists their executable VMAs); least recently added forgotten first. */
+#define OPAL_MAX_UNKNOWN_PIDS 4096
+
+/* The exit of a process sampled while userspace did not know it (an
+ * OPAL_EVENT_EXIT record longer than struct opal_proc_event): its
+ * executable VMAs at exit, lowest first. */
+struct opal_exit_event {
+	__u32 kind;             /* OPAL_EVENT_EXIT */
+	__u32 pid;              /* tgid */
+	__u64 ktime_ns;
+	__u32 n_vmas;           /* entries in vmas[] */
+	__u32 seen;             /* VMAs looked at (at most OPAL_VMA_SCAN) */
+	struct opal_vma_rec vmas[OPAL_MAX_VMAS];
 };
 
 /* Slots of the per-CPU counter array (each a __u64 per CPU). */
@@ -51,6 +92,8 @@ enum opal_counter {
 	OPAL_CTR_EXCLUDED,         /* pid in the excluded map */
 	OPAL_CTR_LOST,             /* sample ring buffer reservation failed */
 	OPAL_CTR_PROC_LOST,        /* exec/exit event reservation failed */
+	OPAL_CTR_VMA_BUSY,         /* bpf_find_vma could not lock mmap_lock (check skipped) */
+	OPAL_CTR_VMA_CHECKS,       /* bpf_find_vma calls */
 	OPAL_CTR_MAX,
 };
 

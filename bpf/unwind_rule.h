@@ -60,7 +60,9 @@ enum opal_cfa_kind {
 				* reg is always rsp (the psABI lazy PLT stub) */
 	OPAL_CFA_SIGNAL = 5,   /* rt_sigframe: RSP points at a ucontext; the
 				* interrupted registers are read from it at
-				* OPAL_SIGFRAME_* offsets; ra/rbp/rbx unused */
+				* OPAL_SIGFRAME_* offsets (ra/rbp/rbx hold the
+				* same as AT_REG rules on RSP); the next lookup
+				* uses the exact interrupted PC, not PC - 1 */
 };
 
 /* How to recover one register (RA, RBP or RBX) of the caller. */
@@ -109,7 +111,12 @@ struct opal_unwind_table_info {
 	__u64 base;      /* ELF virtual address rule addresses are relative to */
 	__u32 n_rules;
 	__u32 n_bodies;
+	__u64 entry;     /* ELF entry point (e_entry), 0 if none: a GAP within
+			  * OPAL_UNWIND_ENTRY_SPAN bytes after it is the
+			  * outermost frame (entry code such as ld.so's _start
+			  * often has no CFI, and nothing calls it) */
 };
+#define OPAL_UNWIND_ENTRY_SPAN 16
 
 /* Linux x86-64 rt_sigframe (arch/x86/include/asm/sigframe.h): at
  * __restore_rt the handler's `ret` has popped pretcode, so RSP points at

@@ -51,6 +51,7 @@ int opal_files_init(struct opal_file_table *t, size_t max_files, size_t max_fds,
 	}
 	opal_list_init(&t->lru);
 	opal_list_init(&t->fd_lru);
+	opal_list_init(&t->pinned);
 	t->max_files = max_files ? max_files : 1;
 	t->max_fds = max_fds ? max_fds : 1;
 	t->src = src;
@@ -98,12 +99,23 @@ void opal_files_destroy(struct opal_file_table *t)
 
 	while ((l = opal_list_last(&t->lru)))
 		free_file(t, opal_container_of(l, struct opal_file, lru));
+	while ((l = opal_list_last(&t->pinned))) {
+		struct opal_file *f = opal_container_of(l, struct opal_file, lru);
+		opal_list_del(&f->lru);
+		opal_htab_remove(&t->by_key, &f->by_key);
+		opal_htab_remove(&t->by_id, &f->by_id);
+		close(f->fd);
+		free(f->path);
+		free(f);
+	}
 	opal_htab_destroy(&t->by_key);
 	opal_htab_destroy(&t->by_id);
 }
 
 static void touch(struct opal_file_table *t, struct opal_file *f)
 {
+	if (f->pinned)
+		return;
 	opal_list_move_front(&t->lru, &f->lru);
 	if (f->fd >= 0)
 		opal_list_move_front(&t->fd_lru, &f->fd_lru);
@@ -226,6 +238,29 @@ fail:
 	close(fd);
 	t->ctr->file_open_errors++;
 	return err;
+}
+
+int opal_files_add_pinned(struct opal_file_table *t, int fd, const char *path,
+			  struct opal_file **out)
+{
+	struct opal_file_key k;
+	struct opal_file *f;
+	int err;
+
+	if ((err = opal_file_key_from_fd(fd, &k)) < 0)
+		return err;
+	if (opal_files_lookup(t, &k))
+		return -EEXIST;
+	if ((err = new_file(t, fd, &k, path, &f)) < 0)
+		return err;
+	/* out of the LRU orders: neither dropped nor closed by the bounds */
+	opal_list_del(&f->lru);
+	t->n_files--;
+	opal_list_add(&t->pinned, &f->lru);
+	f->pinned = true;
+	f->fd = fd;
+	*out = f;
+	return 0;
 }
 
 int opal_files_fd(struct opal_file_table *t, struct opal_file *f)

@@ -48,11 +48,13 @@ struct opal_file {
 	uint64_t sent_conn;        /* sender connection generation it was last sent on; 0 never */
 	struct opal_file_witness witness[OPAL_FILE_WITNESSES];   /* newest first */
 	unsigned n_witness;
+	bool pinned;               /* opal_files_add_pinned: never closed or dropped */
 };
 
 struct opal_file_table {
 	struct opal_htab by_key, by_id;
 	struct opal_list lru, fd_lru;
+	struct opal_list pinned;   /* pinned files (linked by their lru node), outside the bounds */
 	size_t n_files, n_fds;
 	size_t max_files, max_fds;
 	const struct opal_proc_source *src;
@@ -88,6 +90,15 @@ struct opal_file *opal_files_find_id(struct opal_file_table *t, const opal_file_
  * descriptor must have the same identity. Returns fd, or -ENOENT when no
  * witness still maps the file. */
 int opal_files_fd(struct opal_file_table *t, struct opal_file *f);
+
+/* Adds the regular file open on `fd` (a memfd holding the vDSO image) as
+ * a pinned file: it takes `fd`, which stays open until
+ * opal_files_destroy, and the entry is never dropped, so the file can be
+ * sent whenever a frame names it. Returns 0 with *out set, -EEXIST when a
+ * file with its identity is known, -ENOEXEC, -E2BIG, -ENOMEM or -errno;
+ * `fd` stays the caller's on error. */
+int opal_files_add_pinned(struct opal_file_table *t, int fd, const char *path,
+			  struct opal_file **out);
 
 /* Fills `k` from fstat of `fd`. Returns 0 or -errno. */
 int opal_file_key_from_fd(int fd, struct opal_file_key *k);

@@ -25,10 +25,12 @@
 #include "sampling.h"
 #include "sender.h"
 #include "sendq.h"
+#include "unwind_proc.h"
 
 #define POLL_MS            100
 #define FINAL_ACK_WAIT_NS  5000000000ull
 #define FD_RESERVE         256   /* descriptors kept free for everything but ELF files */
+#define UNPARK_WAIT_MS     5000  /* at stop, for tables parked samples wait for */
 
 struct collector {
 	struct opal_collector_options opt;
@@ -47,6 +49,7 @@ struct collector {
 	uint64_t proc_lost_seen;         /* BPF exec/exit events lost, already handled */
 	bool dropped_warned;             /* aggregation bound logged this interval */
 	struct opal_stack stack;         /* scratch for one sample */
+	struct opal_unwind_maps unwind;  /* the BPF unwinder's tables */
 };
 
 static volatile sig_atomic_t stop_signals;
@@ -58,14 +61,15 @@ static void on_signal(int sig)
 	opal_notify("STOPPING=1");   /* async-signal-safe: one sendto() */
 }
 
-/* Every collector setting comes from its command line, which a running
- * process cannot re-read: SIGHUP is acknowledged, not fatal. */
+/* SIGHUP: the main loop re-reads the configuration (opal_options_reload). */
+static volatile sig_atomic_t reload_signals;
+static int saved_argc;
+static char **saved_argv;
+
 static void on_sighup(int sig)
 {
-	static const char msg[] = "<5>opal-collector: SIGHUP: nothing to reload: all settings "
-				  "come from the command line; restart to change them\n";
 	(void)sig;
-	(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	reload_signals = 1;
 }
 
 static void install_signals(void)
@@ -123,17 +127,14 @@ static void on_peer(void *ctx, pid_t pid)
 	opal_procs_exclude(&c->procs, pid);
 }
 
-static void handle_sample(struct collector *c, const struct opal_sample_event *ev)
+/* Adds translated sample `ev` (frames in `st`) of process `p` to the interval. */
+static void add_sample(void *ctx, const struct opal_sample_event *ev, struct opal_proc *p,
+		       const struct opal_stack *st)
 {
-	struct opal_proc *p;
+	struct collector *c = ctx;
 	char thread_name[OPAL_COMM_LEN + 1];
-	int r = opal_translate_sample(&c->procs, ev, &p, &c->stack);
+	int r;
 
-	if (r != 0) {
-		if (r < 0)
-			opal_warn("pid %u: sample dropped: %s", ev->pid, strerror(-r));
-		return;
-	}
 	memcpy(thread_name, ev->comm, OPAL_COMM_LEN);
 	thread_name[OPAL_COMM_LEN] = '\0';
 	struct opal_agg_sample s = {
@@ -143,8 +144,8 @@ static void handle_sample(struct collector *c, const struct opal_sample_event *e
 		.time_unix_ns = ev->ktime_ns + c->mono_to_real_ns,
 		.thread_name = thread_name,
 		.proc = &p->info,
-		.frames = c->stack.frames,
-		.n_frames = c->stack.n_frames,
+		.frames = st->frames,
+		.n_frames = st->n_frames,
 	};
 	r = opal_agg_add(c->agg, &s);
 	if (r == -ENOSPC) {
@@ -160,6 +161,17 @@ static void handle_sample(struct collector *c, const struct opal_sample_event *e
 	}
 }
 
+static void handle_sample(struct collector *c, const struct opal_sample_event *ev)
+{
+	struct opal_proc *p;
+	int r = opal_translate_sample(&c->procs, ev, &p, &c->stack);
+
+	if (r < 0)
+		opal_warn("pid %u: sample dropped: %s", ev->pid, strerror(-r));
+	else if (r == 0)
+		add_sample(c, ev, p, &c->stack);   /* 1: excluded; 2: parked */
+}
+
 /* Ring buffer callback: samples and exec/exit events, in submission order. */
 static int on_record(void *ctx, void *data, size_t size)
 {
@@ -169,7 +181,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	if (size < sizeof(kind))
 		return 0;
 	memcpy(&kind, data, sizeof(kind));
-	if (kind == OPAL_EVENT_SAMPLE && size >= sizeof(struct opal_sample_event)) {
+	if (kind == OPAL_EVENT_SAMPLE && opal_sample_event_valid(data, size)) {
 		handle_sample(c, data);
 	} else if ((kind == OPAL_EVENT_EXEC || kind == OPAL_EVENT_EXIT) &&
 		   size >= sizeof(struct opal_proc_event)) {
@@ -178,6 +190,7 @@ static int on_record(void *ctx, void *data, size_t size)
 			opal_procs_forget(&c->procs, (pid_t)e->pid);
 		} else {
 			/* the pid may be reused by a process that is not opal's */
+			opal_samples_exit_maps(&c->procs, data, size);
 			opal_procs_exited(&c->procs, (pid_t)e->pid);
 			opal_sampling_unexclude(&c->smp, (pid_t)e->pid);
 		}
@@ -200,6 +213,18 @@ static void fill_counters(struct collector *c, const uint64_t *bpf,
 	out->file_open_errors = c->ctr.file_open_errors;
 	out->intervals_dropped = c->ctr.intervals_dropped;
 	out->stack_errors = c->ctr.stack_errors;
+	out->frames_no_unwind_info = c->ctr.frames_no_unwind_info;
+	out->frames_unreadable_stack = c->ctr.frames_unreadable_stack;
+	out->frames_truncated = c->ctr.frames_truncated;
+	out->frames_fp_fallback = c->ctr.frames_fp_fallback;
+	out->samples_deferred = c->ctr.samples_deferred;
+	out->unwind_tables_built = c->ctr.unwind_tables_built;
+	out->unwind_table_errors = c->ctr.unwind_table_errors;
+	out->unwind_tables_unloaded = c->ctr.unwind_tables_unloaded;
+	out->proc_installs = c->ctr.proc_installs;
+	out->proc_install_errors = c->ctr.proc_install_errors;
+	out->vma_checks = bpf[OPAL_CTR_VMA_CHECKS];
+	out->vma_busy = bpf[OPAL_CTR_VMA_BUSY];
 }
 
 /* Ends the current interval: drains the ring buffer, packs the aggregate
@@ -215,6 +240,7 @@ static void close_interval(struct collector *c, bool final)
 	/* Every sample drained here was taken before `now`, the interval's end. */
 	opal_sampling_drain(&c->smp);
 	now = opal_mono_ns();
+	opal_unwind_maps_expire(&c->unwind, now);
 	if ((err = opal_sampling_counters(&c->smp, bpf)) < 0)
 		opal_warn("reading BPF counters: %s", strerror(-err));
 	if (bpf[OPAL_CTR_PROC_LOST] > c->proc_lost_seen) {
@@ -312,6 +338,10 @@ static int setup(struct collector *c)
 	}
 	c->procs.on_exclude = on_exclude;
 	c->procs.on_exclude_ctx = c;
+	if (opal_unwinder_attach(&c->procs, &c->unwind, &c->smp, &c->ctr) < 0) {
+		opal_err("out of memory");
+		return -1;
+	}
 	opal_procs_exclude(&c->procs, getpid());
 
 	opal_sender_init(&c->snd, c->opt.socket_path, &c->q, &c->files, &c->ctr, &c->host);
@@ -329,15 +359,33 @@ static int setup(struct collector *c)
 	return 0;
 }
 
+/* Applies a SIGHUP: logging verbosity at once; a new interval length from
+ * the current interval's start (an interval already longer than it ends
+ * now). Returns the interval length in ns. */
+static uint64_t reload(struct collector *c, uint64_t interval_ns, uint64_t *boundary)
+{
+	reload_signals = 0;
+	if (opal_options_reload(saved_argc, saved_argv, &c->opt) <= 0)
+		return interval_ns;
+	opal_log_init("opal-collector", c->opt.verbose);
+	uint64_t n = (uint64_t)c->opt.interval_s * 1000000000ull;
+	if (n != interval_ns)
+		*boundary = c->interval_start_mono + n;
+	return n;
+}
+
 static void run(struct collector *c)
 {
-	const uint64_t interval_ns = (uint64_t)c->opt.interval_s * 1000000000ull;
+	uint64_t interval_ns = (uint64_t)c->opt.interval_s * 1000000000ull;
 	uint64_t boundary = c->interval_start_mono + interval_ns;
 
 	while (!stop_signals) {
+		if (reload_signals)
+			interval_ns = reload(c, interval_ns, &boundary);
 		int r = opal_sampling_poll(&c->smp, POLL_MS);
 		if (r < 0 && r != -EINTR)
 			opal_warn("ring buffer poll: %s", strerror(-r));
+		opal_samples_unpark(&c->procs, false, 0, add_sample, c, &c->stack);
 		uint64_t now = opal_mono_ns();
 		if (now >= boundary) {
 			close_interval(c, false);
@@ -359,6 +407,9 @@ static void finish(struct collector *c)
 
 	opal_info("stopping: sending the final interval");
 	opal_sampling_stop(&c->smp);
+	/* samples waiting for tables go into the final interval */
+	opal_sampling_drain(&c->smp);
+	opal_samples_unpark(&c->procs, true, UNPARK_WAIT_MS, add_sample, c, &c->stack);
 	close_interval(c, true);
 	deadline = opal_mono_ns() + FINAL_ACK_WAIT_NS;
 	while (opal_sendq_has(&c->q, final_seq) && stop_signals == signals) {
@@ -383,6 +434,8 @@ int main(int argc, char **argv)
 	static struct collector c;   /* large (scratch stack); static keeps it off the stack */
 	int r = opal_options_parse(argc, argv, &c.opt, stdout, stderr);
 
+	saved_argc = argc;
+	saved_argv = argv;
 	if (r != 0)
 		return r > 0 ? 0 : 2;
 	opal_log_init("opal-collector", c.opt.verbose);
@@ -397,6 +450,7 @@ int main(int argc, char **argv)
 	run(&c);
 	finish(&c);
 	opal_sender_close(&c.snd);
+	opal_unwinder_detach(&c.procs);
 	opal_sampling_destroy(&c.smp);
 	opal_sendq_destroy(&c.q);
 	opal_agg_free(c.agg);

@@ -1,129 +1,159 @@
-/* opal-collector command line (options.h). */
+/* opal-collector configuration (options.h): one option table for flags,
+ * config file and --help. */
 #include "options.h"
 
 #include <errno.h>
-#include <getopt.h>
-#include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
+#include "config.h"
+#include "log.h"
 
-enum { OPT_SOCKET = 256, OPT_FREQ, OPT_INTERVAL, OPT_BUFFER, OPT_MAX_FDS, OPT_SELF };
+/* What opal_config_load fills; copied into struct opal_collector_options. */
+struct loaded {
+	char *socket;
+	uint64_t frequency, interval, buffer_bytes, max_fds;
+	bool include_self, verbose;
+};
 
-static const struct option long_opts[] = {
-	{ "socket", required_argument, NULL, OPT_SOCKET },
-	{ "frequency", required_argument, NULL, OPT_FREQ },
-	{ "interval", required_argument, NULL, OPT_INTERVAL },
-	{ "buffer-bytes", required_argument, NULL, OPT_BUFFER },
-	{ "max-fds", required_argument, NULL, OPT_MAX_FDS },
-	{ "include-self", no_argument, NULL, OPT_SELF },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 },
+/* Defaults are written as on the command line; they equal the
+ * OPAL_DEFAULT_* values of options.h (checked by the unit test). */
+static const struct opal_opt opts[] = {
+	{ .name = "socket", .type = OPAL_OPT_STRING, .offset = offsetof(struct loaded, socket),
+	  .def = OPAL_DEFAULT_SOCKET, .arg = "PATH",
+	  .help = "the symbolizer's Unix socket (shorter than 108 bytes)" },
+	{ .name = "frequency", .type = OPAL_OPT_UINT, .offset = offsetof(struct loaded, frequency),
+	  .def = "20", .arg = "HZ",
+	  .help = "samples per second per CPU", .min = 1, .max = OPAL_MAX_FREQUENCY },
+	{ .name = "interval", .type = OPAL_OPT_UINT, .offset = offsetof(struct loaded, interval),
+	  .def = "5", .arg = "SECONDS",
+	  .help = "reporting interval: stacks are aggregated and sent this often",
+	  .min = 1, .max = OPAL_MAX_INTERVAL, .reloadable = true },
+	{ .name = "buffer-bytes", .type = OPAL_OPT_SIZE,
+	  .offset = offsetof(struct loaded, buffer_bytes), .def = "16m", .arg = "BYTES",
+	  .help = "serialized intervals kept until acknowledged (64k..1g)",
+	  .min = OPAL_MIN_BUFFER_BYTES, .max = OPAL_MAX_BUFFER_BYTES },
+	{ .name = "max-fds", .type = OPAL_OPT_UINT, .offset = offsetof(struct loaded, max_fds),
+	  .def = "4096", .arg = "N", .help = "ELF descriptors kept open",
+	  .min = OPAL_MIN_MAX_FDS, .max = OPAL_MAX_MAX_FDS },
+	{ .name = "include-self", .type = OPAL_OPT_BOOL,
+	  .offset = offsetof(struct loaded, include_self),
+	  .help = "also sample opal's own processes (excluded by default)" },
+	{ .name = "verbose", .type = OPAL_OPT_BOOL, .offset = offsetof(struct loaded, verbose),
+	  .help = "debug logging", .reloadable = true },
+};
+
+static const struct opal_config_spec spec = {
+	.prog = "opal-collector",
+	.usage = "Samples on-CPU stacks of every process with eBPF and sends them to "
+		 "opal-symbolizer.\nRuns as root. SIGHUP re-reads the configuration: options "
+		 "marked \"reloadable\" take\neffect, others need a restart.",
+	.opts = opts,
+	.n_opts = sizeof(opts) / sizeof(opts[0]),
+	.config_env = OPAL_COLLECTOR_CONFIG_ENV,
 };
 
 void opal_options_usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: opal-collector [OPTION]...\n"
-		"Samples on-CPU stacks of every process with eBPF and sends them to opal-symbolizer.\n"
-		"Runs as root.\n\n"
-		"  --socket PATH         symbolizer's Unix socket (default %s)\n"
-		"  --frequency HZ        samples per second per CPU, 1..%u (default %u)\n"
-		"  --interval SECONDS    reporting interval, 1..%u (default %u)\n"
-		"  --buffer-bytes N      serialized intervals kept until acknowledged,\n"
-		"                        %u..%llu (default %u)\n"
-		"  --max-fds N           ELF descriptors kept open, %u..%u (default %u)\n"
-		"  --include-self        also sample opal's own processes (default: excluded)\n"
-		"  --verbose             debug logging (default: off)\n"
-		"  --help                show this help\n",
-		OPAL_DEFAULT_SOCKET, OPAL_MAX_FREQUENCY, OPAL_DEFAULT_FREQUENCY, OPAL_MAX_INTERVAL,
-		OPAL_DEFAULT_INTERVAL, OPAL_MIN_BUFFER_BYTES, OPAL_MAX_BUFFER_BYTES,
-		OPAL_DEFAULT_BUFFER_BYTES, OPAL_MIN_MAX_FDS, OPAL_MAX_MAX_FDS, OPAL_DEFAULT_MAX_FDS);
+	opal_config_help(&spec, f);
 }
 
-/* Decimal unsigned in [lo, hi]; rejects signs, blanks and trailing text. */
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+static bool wants_help(int argc, char **argv)
 {
-	char *end;
-	unsigned long long v;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return true;
+	return false;
+}
 
-	if (!s || s[0] < '0' || s[0] > '9')
+static int to_options(struct loaded *l, struct opal_collector_options *o, char *why,
+		      size_t why_len)
+{
+	if (!l->socket || !l->socket[0] || strlen(l->socket) >= sizeof(o->socket_path)) {
+		snprintf(why, why_len, "socket: '%s' is not a path shorter than %zu bytes",
+			 l->socket ? l->socket : "", sizeof(o->socket_path));
 		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < lo || v > hi)
-		return -EINVAL;
-	*out = v;
+	}
+	memset(o, 0, sizeof(*o));
+	strcpy(o->socket_path, l->socket);
+	o->frequency_hz = (uint32_t)l->frequency;
+	o->interval_s = (uint32_t)l->interval;
+	o->buffer_bytes = l->buffer_bytes;
+	o->max_fds = (uint32_t)l->max_fds;
+	o->include_self = l->include_self;
+	o->verbose = l->verbose;
 	return 0;
+}
+
+/* Loads into `l` and checks what the table cannot; on error `l` holds no
+ * allocation and `why` the reason. */
+static int load(int argc, char **argv, struct loaded *l, char *why, size_t why_len)
+{
+	struct opal_collector_options scratch;
+	int r;
+
+	memset(l, 0, sizeof(*l));
+	r = opal_config_load(&spec, argc, argv, l, NULL, why, why_len);
+	if (r == 0 && (r = to_options(l, &scratch, why, why_len)) < 0)
+		opal_config_free(&spec, l);
+	return r;
 }
 
 int opal_options_parse(int argc, char **argv, struct opal_collector_options *o, FILE *out,
 		       FILE *err)
 {
-	uint64_t v;
-	int c;
+	struct loaded l;
+	char why[512];
+	int r;
 
-	*o = (struct opal_collector_options){
-		.socket_path = OPAL_DEFAULT_SOCKET,
-		.frequency_hz = OPAL_DEFAULT_FREQUENCY,
-		.interval_s = OPAL_DEFAULT_INTERVAL,
-		.buffer_bytes = OPAL_DEFAULT_BUFFER_BYTES,
-		.max_fds = OPAL_DEFAULT_MAX_FDS,
-	};
-	optind = 0;   /* GNU: full reinitialisation */
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-		const char *bad = NULL;
-		switch (c) {
-		case OPT_SOCKET:
-			if (!optarg[0] || strlen(optarg) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-				bad = "--socket needs a path shorter than 108 bytes";
-			o->socket_path = optarg;
-			break;
-		case OPT_FREQ:
-			if (parse_u64(optarg, 1, OPAL_MAX_FREQUENCY, &v))
-				bad = "--frequency must be an integer in 1..100000";
-			o->frequency_hz = (uint32_t)v;
-			break;
-		case OPT_INTERVAL:
-			if (parse_u64(optarg, 1, OPAL_MAX_INTERVAL, &v))
-				bad = "--interval must be an integer in 1..3600";
-			o->interval_s = (uint32_t)v;
-			break;
-		case OPT_BUFFER:
-			if (parse_u64(optarg, OPAL_MIN_BUFFER_BYTES, OPAL_MAX_BUFFER_BYTES, &v))
-				bad = "--buffer-bytes must be an integer in 65536..1073741824";
-			o->buffer_bytes = v;
-			break;
-		case OPT_MAX_FDS:
-			if (parse_u64(optarg, OPAL_MIN_MAX_FDS, OPAL_MAX_MAX_FDS, &v))
-				bad = "--max-fds must be an integer in 16..1048576";
-			o->max_fds = (uint32_t)v;
-			break;
-		case OPT_SELF:
-			o->include_self = true;
-			break;
-		case 'v':
-			o->verbose = true;
-			break;
-		case 'h':
-			opal_options_usage(out);
-			return 1;
-		default:
-			fprintf(err, "opal-collector: unknown option or missing argument: %s\n",
-				argv[optind - 1]);
-			fprintf(err, "Try 'opal-collector --help'.\n");
-			return -EINVAL;
-		}
-		if (bad) {
-			fprintf(err, "opal-collector: %s (got '%s')\n", bad, optarg);
-			return -EINVAL;
-		}
+	if (wants_help(argc, argv)) {
+		opal_config_help(&spec, out);
+		return 1;
 	}
-	if (optind < argc) {
-		fprintf(err, "opal-collector: unexpected argument '%s'\n", argv[optind]);
-		return -EINVAL;
+	r = load(argc, argv, &l, why, sizeof(why));
+	if (r == 0)
+		r = to_options(&l, o, why, sizeof(why));
+	opal_config_free(&spec, &l);
+	if (r < 0) {
+		fprintf(err, "opal-collector: %s\n", why);
+		fprintf(err, "Try 'opal-collector --help'.\n");
 	}
-	return 0;
+	return r;
+}
+
+int opal_options_reload(int argc, char **argv, struct opal_collector_options *o)
+{
+	struct loaded cur = {
+		.socket = strdup(o->socket_path), .frequency = o->frequency_hz,
+		.interval = o->interval_s, .buffer_bytes = o->buffer_bytes, .max_fds = o->max_fds,
+		.include_self = o->include_self, .verbose = o->verbose,
+	}, next;
+	struct opal_config_plan plan;
+	char why[512], was[64], now[64];
+	int r;
+
+	if (!cur.socket)
+		return -ENOMEM;
+	r = load(argc, argv, &next, why, sizeof(why));
+	if (r < 0) {
+		opal_err("SIGHUP: configuration not reloaded, keeping the running one: %s", why);
+		free(cur.socket);
+		return r;
+	}
+	opal_config_apply_reload(&spec, &cur, NULL, &next, NULL, &plan);
+	for (size_t i = 0; i < plan.n_applied; i++) {
+		/* after the swap, `next` holds the old value */
+		opal_config_value_text(plan.applied[i], &next, was, sizeof(was));
+		opal_config_value_text(plan.applied[i], &cur, now, sizeof(now));
+		opal_info("SIGHUP: %s: %s -> %s", plan.applied[i]->name, was, now);
+	}
+	for (size_t i = 0; i < plan.n_restart; i++)
+		opal_warn("SIGHUP: %s changed in the configuration: needs a restart (the running "
+			  "value stays)", plan.restart[i]->name);
+	if (!plan.n_applied && !plan.n_restart)
+		opal_info("SIGHUP: nothing to reload: configuration unchanged");
+	to_options(&cur, o, why, sizeof(why));   /* cannot fail: the running socket is kept */
+	opal_config_free(&spec, &cur);
+	opal_config_free(&spec, &next);
+	return (int)plan.n_applied;
 }

@@ -1,10 +1,13 @@
-/* Command line of opal-collector. */
+/* Configuration of opal-collector: command line, JSON config file
+ * (--config FILE or OPAL_COLLECTOR_CONFIG) and defaults, through
+ * shared/config.h (flags beat environment beat file beat defaults). */
 #ifndef OPAL_COLLECTOR_OPTIONS_H
 #define OPAL_COLLECTOR_OPTIONS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/un.h>
 
 #define OPAL_DEFAULT_SOCKET       "/run/opal/collector.sock"
 #define OPAL_DEFAULT_FREQUENCY    20u           /* Hz */
@@ -19,24 +22,37 @@
 #define OPAL_MIN_MAX_FDS          16u
 #define OPAL_MAX_MAX_FDS          (1u << 20)
 
+/* Variable naming the config file when --config is not given. */
+#define OPAL_COLLECTOR_CONFIG_ENV "OPAL_COLLECTOR_CONFIG"
+
 struct opal_collector_options {
-	const char *socket_path;   /* points into argv or a literal */
+	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	uint32_t frequency_hz;
-	uint32_t interval_s;
+	uint32_t interval_s;          /* reloadable on SIGHUP */
 	uint64_t buffer_bytes;
 	uint32_t max_fds;
 	bool include_self;
-	bool verbose;
+	bool verbose;                 /* reloadable on SIGHUP */
 };
 
-/* Parses argv into `o` (defaults first). Returns 0 to run, 1 when --help
- * was printed to `out` (exit 0), or -EINVAL after printing the problem and
- * a usage hint to `err` (exit 2). Resets getopt's state, so it may be
- * called more than once. */
+/* Loads the configuration from argv, the environment and the config file
+ * into `o`. Returns 0 to run, 1 when --help was printed to `out` (exit
+ * 0), or -EINVAL (or another -errno of the config file) after printing the
+ * problem and a usage hint to `err` (exit 2). */
 int opal_options_parse(int argc, char **argv, struct opal_collector_options *o, FILE *out,
 		       FILE *err);
 
-/* Prints every option with its default. */
+/* SIGHUP: loads the configuration again from the same argv (the config
+ * file may have changed). Options that can change at run time (verbose,
+ * interval) are copied into `o` and logged; others that differ are logged
+ * as needing a restart and keep their running value. On a load error `o`
+ * is left as it was and the reason is logged. Returns the number of
+ * options applied (0: nothing changed that could be applied), or the
+ * load's -errno. */
+int opal_options_reload(int argc, char **argv, struct opal_collector_options *o);
+
+/* Prints every option with its default, environment variable and whether
+ * SIGHUP reloads it. */
 void opal_options_usage(FILE *f);
 
 #endif

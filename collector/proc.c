@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "log.h"
+#include "samples.h"
+#include "unwind_proc.h"
 
 int opal_procs_init(struct opal_proc_table *t, size_t max_procs, bool include_self,
 		    const struct opal_proc_source *src, struct opal_file_table *files,
@@ -15,6 +17,8 @@ int opal_procs_init(struct opal_proc_table *t, size_t max_procs, bool include_se
 	if (opal_htab_init(&t->by_pid, 8))
 		return -ENOMEM;
 	opal_list_init(&t->lru);
+	opal_list_init(&t->parked);
+	opal_list_init(&t->gone);
 	t->max_procs = max_procs ? max_procs : 1;
 	t->include_self = include_self;
 	t->src = src;
@@ -23,8 +27,9 @@ int opal_procs_init(struct opal_proc_table *t, size_t max_procs, bool include_se
 	return 0;
 }
 
-static void drop_maps(struct opal_proc *p)
+static void drop_maps(struct opal_proc_table *t, struct opal_proc *p)
 {
+	opal_procs_release_tables(t, p);
 	opal_maps_free(p->maps, p->n_maps);
 	free(p->res);
 	p->maps = NULL;
@@ -32,14 +37,36 @@ static void drop_maps(struct opal_proc *p)
 	p->n_maps = 0;
 }
 
+static void release_proc(struct opal_proc_table *t, struct opal_proc *p)
+{
+	opal_procs_uninstall(t, p);
+	drop_maps(t, p);
+	opal_proc_info_free(&p->info);
+	free(p);
+}
+
 static void free_proc(struct opal_proc_table *t, struct opal_proc *p)
 {
 	opal_htab_remove(&t->by_pid, &p->node);
 	opal_list_del(&p->lru);
 	t->n_procs--;
-	drop_maps(p);
-	opal_proc_info_free(&p->info);
-	free(p);
+	if (p->n_parked > 0) {
+		/* its parked samples are unwound with these maps later; a new
+		 * process with the same pid gets a new entry */
+		opal_procs_uninstall(t, p);
+		p->gone = true;
+		opal_list_add(&t->gone, &p->lru);
+		return;
+	}
+	release_proc(t, p);
+}
+
+void opal_procs_unparked(struct opal_proc_table *t, struct opal_proc *p)
+{
+	if (p->n_parked > 0 && --p->n_parked == 0 && p->gone) {
+		opal_list_del(&p->lru);
+		release_proc(t, p);
+	}
 }
 
 void opal_procs_clear(struct opal_proc_table *t)
@@ -52,6 +79,7 @@ void opal_procs_clear(struct opal_proc_table *t)
 
 void opal_procs_destroy(struct opal_proc_table *t)
 {
+	opal_samples_drop_parked(t);
 	opal_procs_clear(t);
 	opal_htab_destroy(&t->by_pid);
 }
@@ -68,17 +96,23 @@ static struct opal_proc *find(struct opal_proc_table *t, pid_t pid)
 	return NULL;
 }
 
+struct opal_proc *opal_procs_peek(struct opal_proc_table *t, pid_t pid)
+{
+	return find(t, pid);
+}
+
 static void read_maps(struct opal_proc_table *t, struct opal_proc *p)
 {
 	struct opal_map_entry *maps = NULL;
 	size_t n = 0;
 	int err;
 
-	drop_maps(p);
+	drop_maps(t, p);
 	p->maps_read = true;
 	p->maps_read_ns = t->src->now_ns(t->src->ctx);
 	t->ctr->maps_reads++;
 	err = t->src->read_maps(t->src->ctx, p->pid, &maps, &n);
+	p->maps_err = err;
 	if (err < 0 && err != -E2BIG) {
 		opal_debug("pid %d: maps unreadable: %s", (int)p->pid, strerror(-err));
 		return;
@@ -93,6 +127,28 @@ static void read_maps(struct opal_proc_table *t, struct opal_proc *p)
 	}
 	p->maps = maps;
 	p->n_maps = n;
+}
+
+void opal_procs_set_maps(struct opal_proc_table *t, struct opal_proc *p,
+			 struct opal_map_entry *maps, struct opal_map_res *res, size_t n)
+{
+	drop_maps(t, p);
+	p->maps = maps;
+	p->res = res;
+	p->n_maps = n;
+	p->maps_err = 0;
+}
+
+void opal_procs_reread(struct opal_proc_table *t, struct opal_proc *p)
+{
+	bool installed = p->installed;
+
+	if (p->gone)
+		return;   /* its maps are all its parked samples have */
+	read_maps(t, p);
+	/* BPF's array must not outlive the table references just released */
+	if (installed)
+		opal_procs_install(t, p);
 }
 
 static bool in_extra(const struct opal_proc_table *t, pid_t pid)
@@ -201,11 +257,11 @@ bool opal_procs_refresh_for(struct opal_proc_table *t, struct opal_proc *p, cons
 	for (i = 0; i < n; i++)
 		if (opal_procs_mapping_of(p, addrs[i]) < 0)
 			break;
-	if (i == n)
+	if (i == n || p->gone)
 		return false;
 	if (p->maps_read && t->src->now_ns(t->src->ctx) - p->maps_read_ns < OPAL_MAPS_REREAD_NS)
 		return false;
-	read_maps(t, p);
+	opal_procs_reread(t, p);
 	return true;
 }
 
@@ -214,6 +270,21 @@ bool opal_procs_refresh_for(struct opal_proc_table *t, struct opal_proc *p, cons
 static bool is_file_mapping(const struct opal_map_entry *m)
 {
 	return m->inode != 0 && m->path[0] != '\0' && m->path[0] != '[';
+}
+
+/* The vDSO: the same image as the collector's own (vdso.h) when the sizes
+ * agree (64-bit processes of this kernel). */
+static bool resolve_vdso(struct opal_proc_table *t, const struct opal_map_entry *m,
+			 struct opal_map_res *r)
+{
+	const struct opal_file *v = t->vdso;
+
+	if (!v || strcmp(m->path, "[vdso]") != 0 || m->limit - m->start != v->key.size ||
+	    opal_elf_load_bias(&v->elf, m->start, m->limit, 0, m->executable, &r->load_bias) < 0)
+		return false;
+	r->key = v->key;
+	r->state = OPAL_MAP_FILE;
+	return true;
 }
 
 const struct opal_map_res *opal_procs_resolve(struct opal_proc_table *t, struct opal_proc *p,
@@ -232,6 +303,10 @@ const struct opal_map_res *opal_procs_resolve(struct opal_proc_table *t, struct 
 	}
 	if (r->state != OPAL_MAP_UNRESOLVED)
 		return r;
+	if (resolve_vdso(t, m, r)) {
+		*file = t->vdso;
+		return r;
+	}
 	if (!is_file_mapping(m)) {
 		r->state = OPAL_MAP_NOFILE;
 		return r;

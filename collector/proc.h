@@ -1,10 +1,13 @@
 /* Per-process cache: /proc/PID/maps with each mapping's file resolution,
  * and the Process message facts (procinfo.h). Dropped on exec and exit
  * events. Bounded to `max_procs` entries (least recently used dropped).
+ * With the BPF unwinder attached (`unwind`), each cached process may also
+ * have its executable mappings installed in BPF (unwind_proc.c); dropping
+ * the entry removes them.
  *
  * Maps are read when the process is first seen and re-read when an
- * address falls in no cached mapping, at most once per
- * OPAL_MAPS_REREAD_NS per process. */
+ * address falls in no cached mapping or BPF reports them stale, at most
+ * once per OPAL_MAPS_REREAD_NS per process. */
 #ifndef OPAL_COLLECTOR_PROC_H
 #define OPAL_COLLECTOR_PROC_H
 
@@ -19,6 +22,7 @@
 #include "procinfo.h"
 #include "procmaps.h"
 #include "procsrc.h"
+#include "unwind_maps.h"
 
 #define OPAL_DEFAULT_MAX_PROCS  8192
 #define OPAL_MAPS_REREAD_NS     100000000ull   /* 100 ms */
@@ -34,8 +38,12 @@ enum opal_map_state {
 /* Resolution of one cached mapping, parallel to opal_proc.maps. */
 struct opal_map_res {
 	uint8_t state;              /* enum opal_map_state */
+	bool no_inode_check;        /* BPF sees another inode than maps shows */
 	struct opal_file_key key;   /* OPAL_MAP_FILE: the file table key */
 	uint64_t load_bias;         /* OPAL_MAP_FILE */
+	struct opal_unwind_file *uf;   /* installed executable file mapping: its
+					* table entry (a reference), else NULL */
+	uint32_t slot;              /* the slot last installed for it in BPF */
 };
 
 struct opal_proc {
@@ -48,7 +56,15 @@ struct opal_proc {
 	struct opal_map_res *res;      /* n_maps entries */
 	size_t n_maps;
 	bool maps_read;             /* at least one read attempted */
+	int maps_err;               /* the last read's error (-ESRCH: process gone) */
 	uint64_t maps_read_ns;      /* time of the last read (src->now_ns) */
+	bool installed;             /* BPF holds its current mapping array */
+	uint64_t install_ns;        /* time of the last install attempt */
+	int install_err;            /* its result */
+	uint32_t n_parked;          /* samples waiting for a table (samples.h) */
+	bool await_exit;            /* parked samples wait for its exit event's VMAs */
+	bool gone;                  /* dropped (exit, exec, bound) but kept, with
+				     * its maps, for its parked samples */
 };
 
 struct opal_proc_table {
@@ -64,6 +80,12 @@ struct opal_proc_table {
 	/* Called once per newly excluded pid (e.g. to fill the BPF map). */
 	void (*on_exclude)(void *ctx, pid_t pid);
 	void *on_exclude_ctx;
+	struct opal_unwind_maps *unwind;   /* BPF unwinder tables, or NULL */
+	struct opal_file *vdso;            /* the vDSO image (vdso.h), or NULL */
+	uint64_t install_gen;              /* installs so far */
+	struct opal_list parked;           /* parked samples (samples.h), oldest first */
+	size_t parked_bytes;
+	struct opal_list gone;             /* gone processes with parked samples */
 };
 
 /* `src`, `files` and `ctr` must outlive the table. With include_self false
@@ -78,6 +100,12 @@ void opal_procs_destroy(struct opal_proc_table *t);
  * and marked most recently used. Valid until the next call that may create
  * or drop entries. NULL on ENOMEM. */
 struct opal_proc *opal_procs_get(struct opal_proc_table *t, pid_t pid);
+
+/* The entry of `pid` if cached (nothing read, LRU untouched), or NULL. */
+struct opal_proc *opal_procs_peek(struct opal_proc_table *t, pid_t pid);
+
+/* One parked sample of `p` was handled: frees a gone `p` with none left. */
+void opal_procs_unparked(struct opal_proc_table *t, struct opal_proc *p);
 
 /* Forgets the cached entry of `pid` (exec: maps and facts changed). */
 void opal_procs_forget(struct opal_proc_table *t, pid_t pid);
@@ -104,6 +132,16 @@ void opal_procs_exclude(struct opal_proc_table *t, pid_t pid);
  * Returns true when the maps were re-read. */
 bool opal_procs_refresh_for(struct opal_proc_table *t, struct opal_proc *p, const uint64_t *addrs,
 			    size_t n);
+
+/* Replaces p's cached maps with `maps`/`res` (n entries, sorted, owned
+ * by `p` from now on): for a process gone before its maps could be read
+ * (unwind_proc.h). */
+void opal_procs_set_maps(struct opal_proc_table *t, struct opal_proc *p,
+			 struct opal_map_entry *maps, struct opal_map_res *res, size_t n);
+
+/* Re-reads p's maps now (no rate limit) and, when p was installed in BPF,
+ * installs it again (unwind_proc.h). */
+void opal_procs_reread(struct opal_proc_table *t, struct opal_proc *p);
 
 /* Index of p's cached mapping holding `addr`, or -1. */
 ssize_t opal_procs_mapping_of(const struct opal_proc *p, uint64_t addr);

@@ -1,7 +1,8 @@
 /* Turns one BPF sample (bpf/sampler.h) into wire frames: kernel frames as
  * raw addresses, user frames as (mapping, ELF virtual address) through the
- * process and file tables. The user-stack part is the piece a DWARF
- * unwinder will replace: it only sees a list of user addresses. */
+ * process and file tables, error frames for walks that stopped early.
+ * A deferred sample's walk is finished in userspace first
+ * (unwind_proc.h). */
 #ifndef OPAL_COLLECTOR_SAMPLES_H
 #define OPAL_COLLECTOR_SAMPLES_H
 
@@ -13,8 +14,8 @@
 #include "proc.h"
 #include "opal/wire.pb-c.h"
 
-/* kernel frames + user frames + one error frame */
-#define OPAL_MAX_FRAMES (2 * OPAL_MAX_STACK_DEPTH + 1)
+/* kernel frames + user frames (with their error frame) + one error frame */
+#define OPAL_MAX_FRAMES (OPAL_MAX_STACK_DEPTH + OPAL_USTACK_SLOTS + 1)
 
 /* What a Mapping message says about the mapping of a native frame. */
 struct opal_mapping_desc {
@@ -36,39 +37,79 @@ struct opal_frame {
 
 /* One translated stack, leaf first: kernel frames, then user frames. The
  * frames' mapping pointers point into `maps` (one entry per distinct
- * mapping) and stay valid until the next translation of the same process. */
+ * mapping) and stay valid until the next translation of the same process.
+ * upcs/uflags are scratch for the user walk. */
 struct opal_stack {
 	struct opal_frame frames[OPAL_MAX_FRAMES];
 	size_t n_frames;
-	struct opal_mapping_desc maps[OPAL_MAX_STACK_DEPTH];
+	struct opal_mapping_desc maps[OPAL_USTACK_SLOTS];
 	size_t n_maps;
+	uint64_t upcs[OPAL_USTACK_SLOTS];
+	uint8_t uflags[OPAL_USTACK_SLOTS];
 };
 
 /* Appends the kernel frames of `ips` (`n` raw addresses, leaf first):
  * frame 0 is the interrupted PC, the rest return addresses. */
 void opal_stack_add_kernel(struct opal_stack *s, const uint64_t *ips, size_t n);
 
-/* Appends the user frames of process `p` for `ips` (`n` runtime addresses
- * from a frame-pointer walk, leaf first, n <= OPAL_MAX_STACK_DEPTH):
- * frame 0 is the interrupted PC, the rest return addresses. A file mapping
- * gives its ELF virtual address and file ID; other memory (vDSO, JIT,
- * anonymous, unreadable files) keeps the runtime address under a mapping
- * without file ID. An address in no mapping, or in one that is not
- * executable (no code can run there: the frame-pointer walk went astray),
- * ends the stack with an UNWIND_ERROR_NO_MAPPING frame (counted in
- * frames_no_mapping); a walk
- * that filled all OPAL_MAX_STACK_DEPTH slots ends with
- * UNWIND_ERROR_TRUNCATED. */
+/* Appends the user frames of process `p`: pcs[n] runtime addresses (or
+ * enum opal_unwind_err codes) with flags[n] OPAL_UFRAME_* bits, leaf
+ * first, n <= OPAL_USTACK_SLOTS, as a walk (BPF or unwind_user.h) left
+ * them. A file mapping gives its ELF virtual address and file ID; other
+ * memory (JIT, anonymous, unreadable files) keeps the runtime address
+ * under a mapping without file ID. An error entry becomes an error frame
+ * with the wire's UnwindError (counted by reason in `t->ctr`) and ends the
+ * stack; so does an address in no executable mapping of p's cached maps
+ * (UNWIND_ERROR_NO_MAPPING; the maps are re-read first, rate limited). */
 void opal_stack_add_user(struct opal_proc_table *t, struct opal_proc *p, struct opal_stack *s,
-			 const uint64_t *ips, size_t n);
+			 const uint64_t *pcs, const uint8_t *flags, size_t n);
 
 /* Appends an error frame with code `err` (Opal__Wire__V1__UnwindError). */
 void opal_stack_add_error(struct opal_stack *s, int err);
 
-/* Translates sample `ev`: looks up (creating) its process into *proc and
- * fills `out`. Returns 0, 1 when the process is excluded (the sample is
- * counted in samples_self and must be dropped), or -ENOMEM. */
+/* True when the `size` bytes at `data` hold a whole sample record (its
+ * fixed part and, deferred, the VMA list and the stack_len bytes of stack
+ * it announces). */
+bool opal_sample_event_valid(const void *data, size_t size);
+
+/* Samples parked while a table they need is built take at most this many
+ * bytes (records of up to sizeof(struct opal_sample_event)); past
+ * it a walk ends with an error frame instead of waiting. */
+#define OPAL_PARK_MAX_BYTES (8u << 20)
+/* A sample of a process gone before its maps were read waits this long for
+ * the process's exit event (with its VMAs). */
+#define OPAL_PARK_EXIT_WAIT_NS 2000000000ull
+
+/* Translates sample `ev` (checked with opal_sample_event_valid): looks up
+ * (creating) its process into *proc, acts on what BPF reported about it
+ * (unwind_proc.h), finishes a deferred walk, and fills `out`. Returns 0, 1
+ * when the process is excluded (the sample is counted in samples_self and
+ * must be dropped), 2 when the sample was parked (copied) until a table
+ * its walk needs is built, or until the exit event of a process gone
+ * before its maps were read (opal_samples_unpark delivers it then), or
+ * -ENOMEM. */
 int opal_translate_sample(struct opal_proc_table *t, const struct opal_sample_event *ev,
 			  struct opal_proc **proc, struct opal_stack *out);
+
+/* Receives a translated sample: its record, process and frames. */
+typedef void (*opal_sample_emit_fn)(void *ctx, const struct opal_sample_event *ev,
+				    struct opal_proc *p, const struct opal_stack *s);
+
+/* Loads the tables the builder finished (unwind_maps.h) and translates the
+ * parked samples whose table is ready, oldest first, into `scratch`,
+ * handing each to `emit`. With `all` (shutdown) it first waits up to
+ * `wait_ms` for the builds, then finishes every parked sample (walks
+ * without their table end with an error frame). */
+void opal_samples_unpark(struct opal_proc_table *t, bool all, int wait_ms,
+			 opal_sample_emit_fn emit, void *ctx, struct opal_stack *scratch);
+
+/* Exit record `data` (`size` bytes, struct opal_exit_event when long
+ * enough): a process whose maps could not be read gets them from the
+ * listed VMAs, so its parked samples can be unwound. Call before the
+ * process is forgotten. */
+void opal_samples_exit_maps(struct opal_proc_table *t, const void *data, size_t size);
+
+/* Frees every parked sample without translating it. */
+void opal_samples_drop_parked(struct opal_proc_table *t);
 
 #endif

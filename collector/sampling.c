@@ -118,10 +118,15 @@ int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz,
 	if (opal_online_cpus(cpus, OPAL_MAX_CPUS, &n_online) < 0)
 		n_online = (size_t)s->n_possible_cpus;
 	err = bpf_map__set_max_entries(s->skel->maps.events,
-				       opal_ringbuf_size(n_online, freq_hz,
-							 sizeof(struct opal_sample_event)));
+				       opal_ringbuf_size(n_online, freq_hz, OPAL_SAMPLE_FIXED_SIZE));
 	if (err) {
 		snprintf(why, why_len, "sizing the ring buffer: %s", strerror(-err));
+		goto fail;
+	}
+	/* one scratch record per CPU, indexed by CPU number */
+	err = bpf_map__set_max_entries(s->skel->maps.scratch, (uint32_t)s->n_possible_cpus);
+	if (err) {
+		snprintf(why, why_len, "sizing the scratch map: %s", strerror(-err));
 		goto fail;
 	}
 	err = sampler_bpf__load(s->skel);
@@ -149,6 +154,15 @@ int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz,
 fail:
 	opal_sampling_destroy(s);
 	return err < 0 ? err : -EINVAL;
+}
+
+void opal_sampling_unwind_fds(const struct opal_sampling *s, int *info, int *rules, int *bodies,
+			      int *procs)
+{
+	*info = bpf_map__fd(s->skel->maps.unwind_info);
+	*rules = bpf_map__fd(s->skel->maps.unwind_rules);
+	*bodies = bpf_map__fd(s->skel->maps.unwind_bodies);
+	*procs = bpf_map__fd(s->skel->maps.proc_maps);
 }
 
 int opal_sampling_poll(struct opal_sampling *s, int timeout_ms)

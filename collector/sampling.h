@@ -1,7 +1,8 @@
 /* The BPF side of the collector: loads bpf/sampler.bpf.c (skeleton
  * build/sampler.skel.h), opens a CPU-clock perf event per online CPU with
  * the program attached, attaches the exec/exit tracepoints, and gives
- * access to the ring buffer, the counters and the excluded-pid map. */
+ * access to the ring buffer, the counters, the excluded-pid map and the
+ * unwinder's maps (unwind_maps.h). */
 #ifndef OPAL_COLLECTOR_SAMPLING_H
 #define OPAL_COLLECTOR_SAMPLING_H
 
@@ -14,7 +15,9 @@ struct sampler_bpf;
 struct ring_buffer;
 struct bpf_link;
 
-#define OPAL_RINGBUF_MIN (1u << 20)
+/* 4 MiB holds about 110 deferred samples (each up to 36 KiB with its
+ * stack copy) while userspace installs processes and builds tables. */
+#define OPAL_RINGBUF_MIN (4u << 20)
 #define OPAL_RINGBUF_MAX (256u << 20)
 
 struct opal_sampling {
@@ -35,13 +38,19 @@ struct opal_sampling {
  * requirement) and clamped to [OPAL_RINGBUF_MIN, OPAL_RINGBUF_MAX]. */
 uint32_t opal_ringbuf_size(size_t n_cpus, uint32_t freq_hz, size_t record_size);
 
-/* Records passed to `cb` are struct opal_sample_event or struct
- * opal_proc_event (tell them apart by their first u32, check the size).
+/* Records passed to `cb` are struct opal_sample_event (variable size:
+ * check with opal_sample_event_valid) or struct opal_proc_event (tell
+ * them apart by their first u32, check the size).
  * Returns 0 or a negative errno after writing a reason into `why`
  * (`why_len` bytes): BPF load failure, no CPU could be sampled. */
 int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz,
 			int (*cb)(void *ctx, void *data, size_t size), void *ctx, char *why,
 			size_t why_len);
+
+/* Descriptors of the unwinder's maps (owned by the BPF object):
+ * unwind_info, unwind_rules, unwind_bodies, proc_maps. */
+void opal_sampling_unwind_fds(const struct opal_sampling *s, int *info, int *rules, int *bodies,
+			      int *procs);
 
 /* Waits up to `timeout_ms` for records and delivers them. Returns the
  * number delivered or a negative errno (-EINTR on a signal). */

@@ -33,7 +33,7 @@ struct opal_unwind_limits {
 
 /* Defaults (docs/unwinding.md): 1M FDEs, 16384 rows per FDE,
  * OPAL_UNWIND_MAX_RULES rules, 64 MiB per section, 1 GiB of CFI work
- * (about 4.5 s of CPU at worst; libLLVM-15 needs 389 M of it, 0.6 s).
+ * (about 3 s of CPU at worst; libLLVM-15 needs 389 M of it, 0.5 s).
  * The builder holds at most 1.5 * max_rules 16-byte spans and max_rules
  * 8-byte rules at once, plus one CFI section. */
 void opal_unwind_limits_default(struct opal_unwind_limits *lim);

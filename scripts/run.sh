@@ -44,10 +44,18 @@ interrupted=0
 trap 'interrupted=1' INT TERM
 trap stop_all EXIT
 
+# OTLP export when the caller's environment names an endpoint (make passes
+# its environment on, and so do setsid and the symbolizer's own
+# OTEL_EXPORTER_OTLP_* handling, docs/export.md).
+sym_args=(--socket "$SOCK" --state-dir "$STATE" --out-dir "$OUT" --whole-run --user "$RUN_USER")
+if [ -n "${OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT:-}" ] || [ -n "${OTEL_EXPORTER_OTLP_ENDPOINT:-}" ]; then
+	sym_args+=(--export pprof,otlp)
+	echo "make run: also exporting OTLP profiles to ${OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT:-${OTEL_EXPORTER_OTLP_ENDPOINT%/}/v1development/profiles}" >&2
+fi
+
 # Own sessions (setsid): Ctrl-C reaches only this script, which then stops
 # the collector first (it flushes its last interval) and the symbolizer after.
-setsid "$BUILD/opal-symbolizer" --socket "$SOCK" --state-dir "$STATE" --out-dir "$OUT" \
-	--whole-run --user "$RUN_USER" &
+setsid "$BUILD/opal-symbolizer" "${sym_args[@]}" &
 sym_pid=$!
 for _ in $(seq 50); do
 	[ -S "$SOCK" ] && break

@@ -504,6 +504,13 @@ static const char *prescan(const struct opal_config_spec *spec, int argc, char *
 	return path;
 }
 
+const char *opal_config_file(const struct opal_config_spec *spec, int argc, char *const *argv)
+{
+	bool help;
+
+	return prescan(spec, argc, argv, &help);
+}
+
 int opal_config_load(const struct opal_config_spec *spec, int argc, char *const *argv, void *dst,
 		     enum opal_config_source *sources, char *why, size_t why_len)
 {
@@ -628,6 +635,92 @@ size_t opal_config_changed(const struct opal_config_spec *spec, const void *a, c
 		}
 	}
 	return n;
+}
+
+static void swap_field(const struct opal_opt *o, void *a, void *b)
+{
+	size_t size;
+	char tmp[sizeof(struct opal_strlist)];
+
+	switch (o->type) {
+	case OPAL_OPT_STRING: size = sizeof(char *); break;
+	case OPAL_OPT_UINT:
+	case OPAL_OPT_SIZE: size = sizeof(uint64_t); break;
+	case OPAL_OPT_BOOL: size = sizeof(bool); break;
+	default: size = sizeof(struct opal_strlist); break;
+	}
+	memcpy(tmp, field(o, a), size);
+	memcpy(field(o, a), field(o, b), size);
+	memcpy(field(o, b), tmp, size);
+}
+
+void opal_config_apply_reload(const struct opal_config_spec *spec, void *cur,
+			      enum opal_config_source *cur_src, void *next,
+			      const enum opal_config_source *next_src,
+			      struct opal_config_plan *plan)
+{
+	const struct opal_opt *changed[OPAL_CONFIG_MAX_OPTS];
+	size_t n = opal_config_changed(spec, cur, next, changed, OPAL_CONFIG_MAX_OPTS);
+
+	plan->n_applied = plan->n_restart = 0;
+	for (size_t k = 0; k < n && k < OPAL_CONFIG_MAX_OPTS; k++) {
+		const struct opal_opt *o = changed[k];
+		if (!o->reloadable) {
+			plan->restart[plan->n_restart++] = o;
+			continue;
+		}
+		swap_field(o, cur, next);
+		if (cur_src && next_src) {
+			size_t i = (size_t)(o - spec->opts);
+			cur_src[i] = next_src[i];
+		}
+		plan->applied[plan->n_applied++] = o;
+	}
+}
+
+bool opal_config_plan_applied(const struct opal_config_plan *plan, const char *name)
+{
+	for (size_t i = 0; i < plan->n_applied; i++)
+		if (strcmp(plan->applied[i]->name, name) == 0)
+			return true;
+	return false;
+}
+
+void opal_config_value_text(const struct opal_opt *o, const void *cfg, char *buf, size_t len)
+{
+	const void *f = cfield(o, cfg);
+	size_t used = 0;
+
+	if (!len)
+		return;
+	buf[0] = '\0';
+	if (o->secret) {
+		snprintf(buf, len, "(hidden)");
+		return;
+	}
+	switch (o->type) {
+	case OPAL_OPT_STRING: {
+		const char *s = *(char *const *)f;
+		snprintf(buf, len, "%s", s ? s : "(none)");
+		break;
+	}
+	case OPAL_OPT_UINT:
+	case OPAL_OPT_SIZE:
+		snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)f);
+		break;
+	case OPAL_OPT_BOOL:
+		snprintf(buf, len, "%s", *(const bool *)f ? "true" : "false");
+		break;
+	case OPAL_OPT_LIST: {
+		const struct opal_strlist *l = f;
+		if (!l->n)
+			snprintf(buf, len, "(none)");
+		for (size_t i = 0; i < l->n && used < len; i++)
+			used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "",
+						 l->v[i]);
+		break;
+	}
+	}
 }
 
 bool opal_strlist_has(const struct opal_strlist *list, const char *s)

@@ -62,6 +62,7 @@ struct opal_opt {
 	const char *const *choices;  /* NULL-terminated allowed values (STRING, LIST); NULL = any */
 	bool reloadable;        /* may change at run time (SIGHUP); shown in --help */
 	const char *env_note;   /* extra --help text on environment handling, or NULL */
+	bool secret;            /* value never shown in log lines (e.g. auth headers) */
 };
 
 struct opal_config_spec {
@@ -87,6 +88,11 @@ struct opal_config_spec {
 int opal_config_load(const struct opal_config_spec *spec, int argc, char *const *argv, void *dst,
 		     enum opal_config_source *sources, char *why, size_t why_len);
 
+/* The config file opal_config_load would read for this argv: the last
+ * --config value, else the file named by spec->config_env, else NULL (also
+ * when --help is present). Points into argv or the environment. */
+const char *opal_config_file(const struct opal_config_spec *spec, int argc, char *const *argv);
+
 /* Releases the strings and lists opal_config_load stored in `dst` and sets
  * those fields to NULL / empty. Safe on a zeroed struct. */
 void opal_config_free(const struct opal_config_spec *spec, void *dst);
@@ -101,6 +107,37 @@ void opal_config_help(const struct opal_config_spec *spec, FILE *out);
  * returns how many differ (may exceed `max`). */
 size_t opal_config_changed(const struct opal_config_spec *spec, const void *a, const void *b,
 			   const struct opal_opt **changed, size_t max);
+
+/* What a SIGHUP reload does with the options whose values differ between
+ * the running configuration and the one just loaded. */
+struct opal_config_plan {
+	const struct opal_opt *applied[OPAL_CONFIG_MAX_OPTS];  /* reloadable: now in effect */
+	size_t n_applied;
+	const struct opal_opt *restart[OPAL_CONFIG_MAX_OPTS];  /* not reloadable: old value kept */
+	size_t n_restart;
+};
+
+/* For SIGHUP: `cur` is the running configuration, `next` one loaded since
+ * (both with opal_config_load and this spec). Every option whose value
+ * differs is listed in `plan`: a reloadable one has its value moved from
+ * `next` into `cur` (strings and lists are swapped, so that
+ * opal_config_free(next) releases the old value), together with its source
+ * (when `cur_src` and `next_src` are both non-NULL); any other keeps its
+ * running value and is listed as needing a restart. `next` must still be
+ * released with opal_config_free. */
+void opal_config_apply_reload(const struct opal_config_spec *spec, void *cur,
+			      enum opal_config_source *cur_src, void *next,
+			      const enum opal_config_source *next_src,
+			      struct opal_config_plan *plan);
+
+/* True when the option named `name` is in plan->applied. */
+bool opal_config_plan_applied(const struct opal_config_plan *plan, const char *name);
+
+/* The value of option `o` of the loaded struct `cfg` as text for log lines,
+ * written to `buf` (`len` bytes, truncated, always NUL-terminated): the
+ * string, the number, "true"/"false", the comma-joined list, "(none)" when
+ * unset, "(hidden)" for a secret option. */
+void opal_config_value_text(const struct opal_opt *o, const void *cfg, char *buf, size_t len);
 
 /* True when `list` holds `s`. */
 bool opal_strlist_has(const struct opal_strlist *list, const char *s);

@@ -3,6 +3,7 @@
 #ifndef OPAL_CACHE_H
 #define OPAL_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "fileid.h"
@@ -29,11 +30,27 @@ int opal_cache_get_frames(struct opal_cache *c, const opal_file_id *id, uint64_t
 			  struct opal_sym_result *out);
 int opal_cache_put_frames(struct opal_cache *c, const opal_file_id *id, uint64_t addr,
 			  const struct opal_sym_result *r);
+/* One row of opal_cache_put_frames_batch. */
+struct opal_cache_frames_row {
+	opal_file_id id;
+	uint64_t addr;                  /* lookup address, as for put_frames */
+	struct opal_sym_result res;     /* borrowed */
+};
+/* Writes the `n` rows of `rows` (an array of n) in one transaction, later
+ * rows replacing earlier ones of the same key; inside the transaction of
+ * opal_cache_begin when one is open. Without such a transaction the batch
+ * is all or nothing: on error it is rolled back. Returns 0 or -errno. */
+int opal_cache_put_frames_batch(struct opal_cache *c, const struct opal_cache_frames_row *rows,
+				size_t n);
 /* Drops every cached frame of `id` (better debug data arrived). */
 int opal_cache_invalidate_file(struct opal_cache *c, const opal_file_id *id);
 
 /* Groups many puts into one transaction (much faster); nestable no. */
 int opal_cache_begin(struct opal_cache *c);
 int opal_cache_commit(struct opal_cache *c);
+/* True between opal_cache_begin and opal_cache_commit: puts then join
+ * that transaction, so the symbolizer writes rows at once rather than
+ * queueing them. */
+bool opal_cache_in_transaction(struct opal_cache *c);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <pthread.h>
 
 #include "debuginfo_store.h"
 #include "http_server.h"
@@ -18,6 +19,8 @@ struct opal_http_server {
 	char *cert, *key;
 	struct opal_symbolizer *sym;
 	struct opal_debuginfo_store *store;
+	struct opal_recent *recent;           /* NULL: GET /flamegraph answers 503 */
+	pthread_mutex_t flamegraph_lock;      /* one flame graph built at a time */
 	uint16_t port;
 };
 
@@ -32,6 +35,7 @@ enum opal_http_route {
 	OPAL_ROUTE_MARK_FINISHED,
 	OPAL_ROUTE_SYMBOLIZE,
 	OPAL_ROUTE_BUILDID,
+	OPAL_ROUTE_FLAMEGRAPH,
 };
 
 /* State of one request, from its headers to its completion. */
@@ -81,5 +85,8 @@ enum MHD_Result opal_http_symbolize(struct opal_http_server *h, struct MHD_Conne
 /* GET/HEAD /buildid/... (http_debuginfod.c). */
 enum MHD_Result opal_http_buildid(struct opal_http_server *h, struct MHD_Connection *c,
 				  const char *method, const char *url);
+
+/* GET/HEAD /flamegraph?seconds=N[&pid=P] (http_flamegraph.c). */
+enum MHD_Result opal_http_flamegraph(struct opal_http_server *h, struct MHD_Connection *c);
 
 #endif

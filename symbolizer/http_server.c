@@ -1,6 +1,6 @@
 /* HTTP server: listening, routing, authentication, body limits and
  * response helpers (http_server.h). Handlers live in http_debuginfo.c,
- * http_debuginfod.c and http_symbolize.c.
+ * http_debuginfod.c, http_symbolize.c and http_flamegraph.c.
  *
  * Bodies: JSON requests are accumulated up to their route's limit; a
  * declared Content-Length over it is refused at once with 413, a chunked
@@ -88,6 +88,7 @@ static enum opal_http_route route_of(const char *method, const char *url)
 	} exact[] = {
 		{ "/healthz", NULL, OPAL_ROUTE_HEALTHZ },
 		{ "/metrics", NULL, OPAL_ROUTE_METRICS },
+		{ "/flamegraph", NULL, OPAL_ROUTE_FLAMEGRAPH },
 		{ "/debuginfo/v1/should-initiate-upload", "POST", OPAL_ROUTE_SHOULD_INITIATE },
 		{ "/debuginfo/v1/initiate-upload", "POST", OPAL_ROUTE_INITIATE },
 		{ "/debuginfo/v1/mark-upload-finished", "POST", OPAL_ROUTE_MARK_FINISHED },
@@ -214,6 +215,8 @@ static enum MHD_Result on_headers(struct opal_http_server *h, struct MHD_Connect
 		return metrics(h, c);
 	case OPAL_ROUTE_BUILDID:
 		return opal_http_buildid(h, c, method, url);
+	case OPAL_ROUTE_FLAMEGRAPH:
+		return opal_http_flamegraph(h, c);
 	default:
 		break;
 	}
@@ -362,6 +365,8 @@ struct opal_http_server *opal_http_start(const struct opal_http_config *cfg)
 	}
 	h->sym = cfg->sym;
 	h->store = cfg->store;
+	h->recent = cfg->recent;
+	pthread_mutex_init(&h->flamegraph_lock, NULL);
 	if ((cfg->token && !(h->token = strdup(cfg->token))) ||
 	    (tls && (!(h->cert = strdup(cfg->tls_cert_pem)) || !(h->key = strdup(cfg->tls_key_pem))))) {
 		opal_http_stop(h);
@@ -420,6 +425,7 @@ void opal_http_stop(struct opal_http_server *h)
 		return;
 	if (h->d)
 		MHD_stop_daemon(h->d);
+	pthread_mutex_destroy(&h->flamegraph_lock);
 	free(h->token);
 	free(h->cert);
 	free(h->key);

@@ -1,6 +1,7 @@
 /* The symbolizer's HTTP API (docs/http-api.md) on libmicrohttpd: the
  * debuginfo upload flow, the debuginfod protocol, remote symbolization,
- * /healthz and /metrics. Requests are served by a pool of
+ * /healthz, /metrics and the flame graph of recent profiles
+ * (/flamegraph, docs/export.md). Requests are served by a pool of
  * OPAL_HTTP_THREADS threads of libmicrohttpd's own (internal polling), so
  * the server must be started after the process sandbox is applied (the
  * sandbox wants a single-threaded process). */
@@ -13,6 +14,7 @@
 
 struct opal_symbolizer;
 struct opal_debuginfo_store;
+struct opal_recent;
 
 #define OPAL_HTTP_DEFAULT_LISTEN "127.0.0.1:7412"
 #define OPAL_HTTP_THREADS        4
@@ -22,6 +24,8 @@ struct opal_debuginfo_store;
 #define OPAL_HTTP_MAX_JSON       (4u << 20)   /* bytes of a JSON request body */
 #define OPAL_HTTP_MAX_ADDRESSES  10000  /* per /symbolize/v1 request; more: 413 */
 #define OPAL_HTTP_MAX_TOKEN      4096   /* bytes of a bearer token */
+#define OPAL_HTTP_FLAMEGRAPH_DEFAULT_S    300    /* GET /flamegraph without seconds= */
+#define OPAL_HTTP_FLAMEGRAPH_MAX_PROFILES 4096   /* newest recent profiles read per page */
 
 struct opal_http_config {
 	const char *listen;                  /* "HOST:PORT", "[V6]:PORT"; port 0 = any */
@@ -30,6 +34,7 @@ struct opal_http_config {
 	const char *tls_key_pem;
 	struct opal_symbolizer *sym;         /* borrowed */
 	struct opal_debuginfo_store *store;  /* borrowed */
+	struct opal_recent *recent;          /* borrowed; NULL: no /flamegraph data */
 };
 
 struct opal_http_server;

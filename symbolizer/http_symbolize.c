@@ -97,6 +97,7 @@ enum MHD_Result opal_http_symbolize(struct opal_http_server *h, struct MHD_Conne
 		json_array_append_new(results, one);
 	}
 	opal_json_sym_request_free(&rq);
+	opal_symbolizer_flush(h->sym);   /* the request's new SQLite rows, in one transaction */
 	if (!results)
 		return opal_http_send_error(c, 500, "out of memory");
 	return opal_http_send_json(c, 200, json_pack("{s:o}", "results", results));

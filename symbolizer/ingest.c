@@ -199,13 +199,11 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-int opal_ingest_interval(struct opal_symbolizer *s, const struct opal_ingest_source *src,
-			 const Opal__Wire__V1__Interval *iv, struct opal_profile *p,
-			 struct opal_ingest_stats *stats)
+static int ingest_processes(struct ingest_run *r, const Opal__Wire__V1__Interval *iv)
 {
-	struct ingest_run r = { .s = s, .src = src, .p = p, .stats = stats };
+	const struct opal_ingest_source *src = r->src;
+	struct opal_profile *p = r->p;
 
-	opal_profile_set_time(p, iv->start_unix_ns, iv->end_unix_ns);
 	for (size_t i = 0; i < iv->n_processes; i++) {
 		const Opal__Wire__V1__Process *proc = iv->processes[i];
 		const char *path = proc->executable_path && proc->executable_path[0]
@@ -229,7 +227,7 @@ int opal_ingest_interval(struct opal_symbolizer *s, const struct opal_ingest_sou
 		for (size_t t = 0; t < proc->n_threads; t++) {
 			const Opal__Wire__V1__Thread *th = proc->threads[t];
 			for (size_t k = 0; k < th->n_stacks; k++) {
-				int err = ingest_stack(&r, proc, process_id, mapping_ids, th,
+				int err = ingest_stack(r, proc, process_id, mapping_ids, th,
 						       th->stacks[k]);
 				if (err) {
 					free(mapping_ids);
@@ -240,4 +238,17 @@ int opal_ingest_interval(struct opal_symbolizer *s, const struct opal_ingest_sou
 		free(mapping_ids);
 	}
 	return 0;
+}
+
+int opal_ingest_interval(struct opal_symbolizer *s, const struct opal_ingest_source *src,
+			 const Opal__Wire__V1__Interval *iv, struct opal_profile *p,
+			 struct opal_ingest_stats *stats)
+{
+	struct ingest_run r = { .s = s, .src = src, .p = p, .stats = stats };
+
+	opal_profile_set_time(p, iv->start_unix_ns, iv->end_unix_ns);
+	int err = ingest_processes(&r, iv);
+	/* The interval's new SQLite rows, in one transaction. */
+	opal_symbolizer_flush(s);
+	return err;
 }

@@ -1,8 +1,9 @@
 /* opal-symbolizer: unprivileged daemon that turns collector intervals into
- * symbolized pprof and OTLP profiles. */
+ * symbolized pprof and OTLP profiles, keeps recent ones for the served
+ * flame graph and exports them over OTLP/HTTP. Configuration:
+ * sym_config.h; SIGHUP reloads what can change at run time. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,31 +13,31 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <dirent.h>
 #include <libgen.h>
 #include "activation.h"
 #include "cache.h"
+#include "exporters.h"
+#include "http_client.h"
 #include "ledger.h"
 #include "log.h"
 #include "notify.h"
 #include "otlp.h"
+#include "otlp_logs.h"
 #include "output.h"
 #include "privdrop.h"
+#include "recent.h"
 #include "sandbox.h"
 #include "sandbox_seccomp.h"
 #include "server.h"
 #include "services.h"
 #include "sqlite_vfs.h"
+#include "sym_config.h"
 #include "symbolize.h"
 
-#define DEFAULT_SOCKET     "/run/opal/collector.sock"
-#define DEFAULT_STATE_DIR  "/var/lib/opal"
-#define DEFAULT_OUT_DIR    "/var/lib/opal/out"
-#define DEFAULT_KEEP       100
-#define DEFAULT_MAX_FILES  512
-
-static volatile sig_atomic_t stop_flag;
+static volatile sig_atomic_t stop_flag, reload_flag;
 
 static void on_signal(int sig)
 {
@@ -45,30 +46,12 @@ static void on_signal(int sig)
 	opal_notify("STOPPING=1");   /* async-signal-safe: one sendto() */
 }
 
-/* Every setting comes from the command line or the environment, which a
- * running process cannot re-read, so SIGHUP has nothing to reload yet; it
- * is accepted (not fatal, as by default) and says so. */
+/* The main loop does the reload (hook_tick). */
 static void on_sighup(int sig)
 {
-	static const char msg[] = "<5>opal-symbolizer: SIGHUP: nothing to reload: all settings "
-				  "come from the command line and environment (restart to change "
-				  "them)\n";
-	int saved_errno = errno;
-	ssize_t written = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-
 	(void)sig;
-	(void)written;
-	errno = saved_errno;
+	reload_flag = 1;
 }
-
-struct options {
-	const char *socket_path, *state_dir, *out_dir, *user;
-	unsigned keep_intervals, max_open_files;
-	bool whole_run, verbose;
-	uid_t allow_uids[OPAL_SERVER_MAX_ALLOW];
-	size_t n_allow;
-	struct opal_services_config svc;   /* HTTP API, uploads, fleet */
-};
 
 struct interval_tally {
 	uint64_t intervals, samples;
@@ -86,149 +69,134 @@ static void report_interval(void *arg, uint64_t seq, uint64_t samples)
 			   (unsigned long long)seq);
 }
 
-static void usage(FILE *f)
+/* What the server hooks and SIGHUP work on; main thread only. */
+struct daemon {
+	int argc;
+	char **argv;
+	struct opal_sym_config cfg;
+	struct opal_output out;
+	struct opal_otlp_options otlp;          /* files and profiles export */
+	struct opal_otlp_logs_options logs;     /* profiles-as-logs resource */
+	struct opal_exporters *exporters;
+	struct opal_recent *recent;             /* NULL: none kept */
+};
+
+static struct opal_recent_limits recent_limits(const struct opal_sym_config *c)
 {
-	fprintf(f,
-		"usage: opal-symbolizer [options]\n"
-		"Receives raw stacks from opal-collector, symbolizes them and writes profiles.\n\n"
-		"  --socket PATH          collector socket to listen on (default " DEFAULT_SOCKET ")\n"
-		"  --state-dir DIR        SQLite cache and ledger (default " DEFAULT_STATE_DIR ")\n"
-		"  --out-dir DIR          profiles: intervals/, profile.pb.gz (default " DEFAULT_OUT_DIR ")\n"
-		"  --keep-intervals N     interval files kept, 0 = all (default %d)\n"
-		"  --whole-run            also write profile.pb.gz/profile.otlp.pb of the whole run\n"
-		"  --user NAME            when started as root: bind, then drop to NAME (required as root)\n"
-		"  --allow-uid UID        accept collectors of this uid besides 0 (repeatable)\n"
-		"  --max-open-files N     libdwfl handles kept open, LRU (default %d)\n"
-		"  --verbose              debug logging\n"
-		"  --http-listen HOST:PORT  HTTP API (uploads, debuginfod, /symbolize/v1, /metrics);\n"
-		"                         \"none\" disables it (default " OPAL_HTTP_DEFAULT_LISTEN ")\n"
-		"  --token-file F         bearer token required by the API's write endpoints\n"
-		"  --tls-cert F, --tls-key F  serve HTTPS with this PEM certificate and key\n"
-		"  --max-upload-bytes N   largest debug-info upload, k/m/g suffixes (default 1g)\n"
-		"  --upload-expiry S      seconds before an unfinished upload expires (default 900)\n"
-		"  --upstream URL         central symbolizer for poorly resolved addresses\n"
-		"  --upstream-token-file F  its bearer token\n"
-		"  --upstream-cacert F    CA bundle to trust for an https upstream\n"
-		"  --upload-debuginfo     upload new files' debug data to the upstream\n"
-		"  --help                 this text\n"
-		"Environment: OTEL_RESOURCE_ATTRIBUTES (added to every OTLP resource), DEBUGINFOD_URLS\n"
-		"(debuginfod servers asked for missing debug info, cached under the state folder).\n",
-		DEFAULT_KEEP, DEFAULT_MAX_FILES);
+	return (struct opal_recent_limits){ .max_files = c->o.flamegraph_keep,
+					    .max_bytes = c->o.flamegraph_max_bytes,
+					    .max_age_s = c->o.flamegraph_max_age_s };
 }
 
-/* A positive decimal number; with `sizes`, an optional k, m or g suffix
- * (1024-based). At most 2^40. Returns 0 or -EINVAL. */
-static int parse_service_number(const char *s, bool sizes, uint64_t *out)
+/* Points the encoders' options at the configuration now in effect (its
+ * derived values are reallocated by every reload that applies something). */
+static void refresh_options(struct daemon *d)
 {
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	unsigned shift = 0;
-	if (sizes && *end) {
-		shift = *end == 'k' ? 10 : *end == 'm' ? 20 : *end == 'g' ? 30 : 64;
-		end++;
-	}
-	if (end == s || *end || shift == 64 || v == 0 || v > (1ull << 40) >> shift)
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
+	d->out.keep_intervals = d->cfg.o.keep_intervals;
+	d->out.write_intervals = d->cfg.write_intervals;
+	d->otlp = (struct opal_otlp_options){ .resource_attributes = d->cfg.res_attrs,
+					      .n_resource_attributes = d->cfg.n_res_attrs };
+	d->logs = (struct opal_otlp_logs_options){ .service_name = d->cfg.o.service_name,
+						   .resource_attributes = d->cfg.res_attrs,
+						   .n_resource_attributes = d->cfg.n_res_attrs };
 }
 
-static int parse_options(int argc, char **argv, struct options *o)
+static int configure_exporters(struct daemon *d)
 {
-	enum { O_SOCKET = 256, O_STATE, O_OUT, O_KEEP, O_WHOLE, O_USER, O_ALLOW, O_MAXF, O_VERB, O_HELP,
-	       O_HTTP, O_TOKEN, O_CERT, O_KEY, O_MAXUP, O_EXPIRY, O_UP, O_UPTOKEN, O_UPCA, O_UPLOAD };
-	static const struct option longopts[] = {
-		{ "socket", required_argument, NULL, O_SOCKET },
-		{ "state-dir", required_argument, NULL, O_STATE },
-		{ "out-dir", required_argument, NULL, O_OUT },
-		{ "keep-intervals", required_argument, NULL, O_KEEP },
-		{ "whole-run", no_argument, NULL, O_WHOLE },
-		{ "user", required_argument, NULL, O_USER },
-		{ "allow-uid", required_argument, NULL, O_ALLOW },
-		{ "max-open-files", required_argument, NULL, O_MAXF },
-		{ "verbose", no_argument, NULL, O_VERB },
-		{ "http-listen", required_argument, NULL, O_HTTP },
-		{ "token-file", required_argument, NULL, O_TOKEN },
-		{ "tls-cert", required_argument, NULL, O_CERT },
-		{ "tls-key", required_argument, NULL, O_KEY },
-		{ "max-upload-bytes", required_argument, NULL, O_MAXUP },
-		{ "upload-expiry", required_argument, NULL, O_EXPIRY },
-		{ "upstream", required_argument, NULL, O_UP },
-		{ "upstream-token-file", required_argument, NULL, O_UPTOKEN },
-		{ "upstream-cacert", required_argument, NULL, O_UPCA },
-		{ "upload-debuginfo", no_argument, NULL, O_UPLOAD },
-		{ "help", no_argument, NULL, O_HELP },
-		{ 0 },
+	const struct opal_sym_config *c = &d->cfg;
+	struct opal_exporters_config ec = {
+		.profiles_url = c->profiles_url, .logs_url = c->logs_url,
+		.headers = c->o.otlp_headers, .timeout_ms = (unsigned)c->o.otlp_timeout_ms,
+		.gzip = strcmp(c->o.otlp_compression, "gzip") == 0,
+		.queue_bytes = c->o.otlp_queue_bytes,
 	};
-	char *end;
-	int c;
 
-	*o = (struct options){ .socket_path = DEFAULT_SOCKET, .state_dir = DEFAULT_STATE_DIR,
-			       .out_dir = DEFAULT_OUT_DIR, .keep_intervals = DEFAULT_KEEP,
-			       .max_open_files = DEFAULT_MAX_FILES,
-			       .svc = { .http_listen = OPAL_HTTP_DEFAULT_LISTEN,
-					.debug_root = "/usr/lib/debug" } };
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (c) {
-		case O_HTTP:
-			o->svc.http_listen = optarg;
-			o->svc.http_required = true;
-			break;
-		case O_TOKEN: o->svc.token_file = optarg; break;
-		case O_CERT: o->svc.tls_cert = optarg; break;
-		case O_KEY: o->svc.tls_key = optarg; break;
-		case O_UP: o->svc.upstream = optarg; break;
-		case O_UPTOKEN: o->svc.upstream_token_file = optarg; break;
-		case O_UPCA: o->svc.upstream_ca = optarg; break;
-		case O_UPLOAD: o->svc.upload_debuginfo = true; break;
-		case O_MAXUP:
-		case O_EXPIRY:
-			if (parse_service_number(optarg, c == O_MAXUP,
-						 c == O_MAXUP ? &o->svc.max_upload_bytes
-							      : &o->svc.upload_expiry_s) < 0) {
-				fprintf(stderr, "opal-symbolizer: bad value '%s'\n", optarg);
-				return -EINVAL;
-			}
-			break;
-		case O_SOCKET: o->socket_path = optarg; break;
-		case O_STATE: o->state_dir = optarg; break;
-		case O_OUT: o->out_dir = optarg; break;
-		case O_WHOLE: o->whole_run = true; break;
-		case O_USER: o->user = optarg; break;
-		case O_VERB: o->verbose = true; break;
-		case O_HELP: usage(stdout); exit(0);
-		case O_KEEP:
-		case O_MAXF: {
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (*end || v > 1000000) {
-				fprintf(stderr, "opal-symbolizer: bad number '%s'\n", optarg);
-				return -EINVAL;
-			}
-			if (c == O_KEEP)
-				o->keep_intervals = (unsigned)v;
-			else
-				o->max_open_files = v ? (unsigned)v : 1;
-			break;
-		}
-		case O_ALLOW: {
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (*end || o->n_allow == OPAL_SERVER_MAX_ALLOW) {
-				fprintf(stderr, "opal-symbolizer: bad --allow-uid '%s'\n", optarg);
-				return -EINVAL;
-			}
-			o->allow_uids[o->n_allow++] = (uid_t)v;
-			break;
-		}
-		default:
-			usage(stderr);
-			return -EINVAL;
-		}
+	if (opal_strlist_has(&c->o.exports, "otlp") && !c->profiles_url)
+		opal_info("otlp export: no endpoint configured (--otlp-endpoint, "
+			  "OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT): "
+			  "profiles are not sent");
+	return opal_exporters_configure(d->exporters, &ec);
+}
+
+static bool hook_want_otlp(void *arg)
+{
+	struct daemon *d = arg;
+
+	return opal_exporters_want_otlp(d->exporters);
+}
+
+/* After an interval is written: a copy for the flame graph, then the
+ * exporters' queues. Neither waits for anything but the local disk. */
+static void hook_written(void *arg, const struct opal_server_written *w)
+{
+	struct daemon *d = arg;
+	struct timespec now;
+	int err;
+
+	if (opal_profile_sample_count(w->p) == 0)
+		return;
+	if (d->recent) {
+		clock_gettime(CLOCK_REALTIME, &now);
+		err = opal_recent_add(d->recent, w->enc->pprof_gz, w->enc->pprof_len,
+				      w->start_unix_ns, w->end_unix_ns, w->run_id, w->seq,
+				      (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+		if (err < 0)
+			opal_warn("interval %llu not kept for the flame graph: %s",
+				  (unsigned long long)w->seq, strerror(-err));
 	}
-	if (optind < argc) {
-		usage(stderr);
-		return -EINVAL;
+	d->logs.host_name = w->host_name[0] ? w->host_name : NULL;
+	uint8_t *otlp = opal_exporters_want_otlp(d->exporters) ? w->enc->otlp : NULL;
+	if (otlp)
+		w->enc->otlp = NULL;   /* taken over by the exporter */
+	opal_exporters_push(d->exporters, w->p, otlp, w->enc->otlp_len, w->enc->pprof_gz,
+			    w->enc->pprof_len, &d->logs);
+}
+
+/* SIGHUP, on the main thread: reload and apply what may change. */
+static void reload(struct daemon *d)
+{
+	struct opal_config_plan plan;
+
+	reload_flag = 0;
+	opal_notify("RELOADING=1");
+	if (opal_sym_config_reload(d->argc, d->argv, &d->cfg, &plan) == 0 && plan.n_applied) {
+		if (opal_config_plan_applied(&plan, "verbose"))
+			opal_log_init("opal-symbolizer", d->cfg.o.verbose);
+		refresh_options(d);
+		if (d->recent && (opal_config_plan_applied(&plan, "flamegraph-keep") ||
+				  opal_config_plan_applied(&plan, "flamegraph-max-bytes") ||
+				  opal_config_plan_applied(&plan, "flamegraph-max-age"))) {
+			struct opal_recent_limits l = recent_limits(&d->cfg);
+			opal_recent_set_limits(d->recent, &l);
+		}
+		if (opal_sym_config_exporters_changed(&plan))
+			configure_exporters(d);
 	}
-	return 0;
+	opal_notify("READY=1");
+}
+
+static void hook_tick(void *arg)
+{
+	struct daemon *d = arg;
+
+	if (reload_flag)
+		reload(d);
+	opal_exporters_publish(d->exporters);
+}
+
+/* Logs where the flame graph of recent profiles is served. */
+static void log_flamegraph_url(const struct daemon *d, uint16_t port)
+{
+	const char *listen = d->cfg.o.http_listen, *colon = strrchr(listen, ':');
+	int host_len = colon ? (int)(colon - listen) : 0;
+
+	if (!d->recent || !port)
+		return;
+	opal_info("flame graph of recent profiles: http://%.*s:%u/flamegraph?seconds=%u "
+		  "(&pid=P for one process)%s", host_len, listen, (unsigned)port,
+		  OPAL_HTTP_FLAMEGRAPH_DEFAULT_S,
+		  d->cfg.profiles_url ? "" : "; no OTLP endpoint is configured, so this page is "
+					     "where the profiles are seen");
 }
 
 static int listen_unix(const char *path)
@@ -313,38 +281,55 @@ static void raise_nofile(void)
 
 int main(int argc, char **argv)
 {
-	struct options o;
+	static struct daemon d;   /* static: the hooks reach it until exit */
 	uid_t uid = 0;
 	gid_t gid = 0;
 	bool dropping;
 	char *state_dir, *out_dir, db_path[PATH_MAX], intervals[PATH_MAX], sock_dir[PATH_MAX];
+	char why[512], recent_dir[PATH_MAX], conf_dir[PATH_MAX];
 	bool inherited;
 	int lfd, err;
 
-	if (parse_options(argc, argv, &o) < 0)
+	err = opal_sym_config_load(argc, argv, &d.cfg, why, sizeof(why));
+	if (err > 0)
+		return 0;   /* --help */
+	if (err < 0) {
+		fprintf(stderr, "opal-symbolizer: %s\nTry 'opal-symbolizer --help'.\n", why);
 		return 2;
-	opal_log_init("opal-symbolizer", o.verbose);
+	}
+	d.argc = argc;
+	d.argv = argv;
+	const struct opal_sym_options *o = &d.cfg.o;
+	opal_log_init("opal-symbolizer", o->verbose);
 	dropping = geteuid() == 0;
-	if (dropping && !o.user) {
+	if (dropping && !o->user) {
 		opal_err("refusing to run as root: give --user NAME to drop privileges after startup");
 		return 2;
 	}
-	if (dropping && opal_lookup_user(o.user, &uid, &gid) < 0) {
-		opal_err("unknown user '%s'", o.user);
+	if (dropping && opal_lookup_user(o->user, &uid, &gid) < 0) {
+		opal_err("unknown user '%s'", o->user);
 		return 2;
 	}
 	/* Secret files may be readable by root only: read before the drop. */
-	struct opal_services *svc = opal_services_new(&o.svc);
+	struct opal_services_config svc_cfg = {
+		.debug_root = "/usr/lib/debug", .http_listen = o->http_listen,
+		.http_required = d.cfg.http_required, .token_file = o->token_file,
+		.tls_cert = o->tls_cert, .tls_key = o->tls_key,
+		.max_upload_bytes = o->max_upload_bytes, .upload_expiry_s = o->upload_expiry,
+		.upstream = o->upstream, .upstream_token_file = o->upstream_token_file,
+		.upstream_ca = o->upstream_cacert, .upload_debuginfo = o->upload_debuginfo,
+	};
+	struct opal_services *svc = opal_services_new(&svc_cfg);
 	if (!svc)
 		return 2;
 	raise_nofile();
 	if ((err = opal_notify_init()) < 0)
 		opal_warn("NOTIFY_SOCKET unusable (%s): no readiness notifications", strerror(-err));
-	state_dir = hold_dir(o.state_dir, dropping, uid, gid);
-	out_dir = state_dir ? hold_dir(o.out_dir, dropping, uid, gid) : NULL;
+	state_dir = hold_dir(o->state_dir, dropping, uid, gid);
+	out_dir = state_dir ? hold_dir(o->out_dir, dropping, uid, gid) : NULL;
 	if (!state_dir || !out_dir)
 		return 1;
-	snprintf(intervals, sizeof(intervals), "%s/intervals", o.out_dir);
+	snprintf(intervals, sizeof(intervals), "%s/intervals", o->out_dir);
 	if (dropping && mkdir(intervals, 0755) == 0)
 		give_dir(intervals, uid, gid);
 	else if (dropping)
@@ -358,14 +343,14 @@ int main(int argc, char **argv)
 	}
 	inherited = lfd > 0;
 	if (!inherited)
-		lfd = listen_unix(o.socket_path);
+		lfd = listen_unix(o->socket);
 	if (lfd < 0) {
-		opal_err("cannot listen on %s: %s", o.socket_path, strerror(-lfd));
+		opal_err("cannot listen on %s: %s", o->socket, strerror(-lfd));
 		return 1;
 	}
-	snprintf(sock_dir, sizeof(sock_dir), "%s", o.socket_path);
+	snprintf(sock_dir, sizeof(sock_dir), "%s", o->socket);
 	if (dropping && (err = opal_drop_privileges(uid, gid)) < 0) {
-		opal_err("dropping privileges to %s failed: %s", o.user, strerror(-err));
+		opal_err("dropping privileges to %s failed: %s", o->user, strerror(-err));
 		return 1;
 	}
 
@@ -376,32 +361,30 @@ int main(int argc, char **argv)
 	}
 	struct opal_cache *cache = opal_cache_open(db_path);
 	struct opal_ledger *ledger = opal_ledger_open(db_path);
-	struct opal_symbolizer *sym = opal_symbolizer_new(cache, o.max_open_files);
-	struct opal_otlp_kv *attrs = NULL;
-	size_t n_attrs = 0;
+	struct opal_symbolizer *sym =
+		opal_symbolizer_new(cache, o->max_open_files ? (unsigned)o->max_open_files : 1);
 	if (!cache || !ledger || !sym) {
-		opal_err("cannot initialise state in %s", o.state_dir);
+		opal_err("cannot initialise state in %s", o->state_dir);
 		return 1;
 	}
-	const char *env_attrs = getenv("OTEL_RESOURCE_ATTRIBUTES");
-	if (env_attrs && opal_otlp_parse_resource_attributes(env_attrs, &attrs, &n_attrs) < 0) {
-		opal_err("OTEL_RESOURCE_ATTRIBUTES is malformed (expected key=value,key=value)");
-		return 2;
-	}
-	struct opal_otlp_options otlp = { .resource_attributes = attrs,
-					  .n_resource_attributes = n_attrs };
-	struct opal_output out = { .dir = out_dir, .keep_intervals = o.keep_intervals,
-				   .otlp = &otlp };
-	if ((err = opal_output_init(&out)) < 0) {
-		opal_err("cannot prepare %s: %s", o.out_dir, strerror(-err));
+	d.out = (struct opal_output){ .dir = out_dir, .otlp = &d.otlp };
+	refresh_options(&d);
+	if ((err = opal_output_init(&d.out)) < 0) {
+		opal_err("cannot prepare %s: %s", o->out_dir, strerror(-err));
 		return 1;
 	}
 
 	if ((err = opal_services_open(svc, sym, state_dir, db_path)) < 0) {
-		opal_err("cannot open the debuginfo store in %s: %s", o.state_dir, strerror(-err));
+		opal_err("cannot open the debuginfo store in %s: %s", o->state_dir, strerror(-err));
 		return 1;
 	}
-
+	snprintf(recent_dir, sizeof(recent_dir), "%.4000s/recent", state_dir);
+	struct opal_recent_limits rl = recent_limits(&d.cfg);
+	if ((err = opal_recent_open(recent_dir, &rl, &d.recent)) < 0) {
+		opal_warn("recent profiles folder %s/recent unusable (%s): GET /flamegraph has "
+			  "nothing to show", o->state_dir, strerror(-err));
+		d.recent = NULL;
+	}
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -411,11 +394,24 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	/* Everything opened by privilege is held now, and no collector input
-	 * has been read yet. */
-	const char *rw_dirs[] = { state_dir, out_dir };
+	 * has been read yet. The config file's folder stays readable for
+	 * SIGHUP. */
+	const char *rw_dirs[] = { state_dir, out_dir }, *ro_dirs[1];
 	struct opal_sandbox_config sbc = { .prog = "opal-symbolizer", .rw_dirs = rw_dirs,
-					   .n_rw_dirs = 2,
+					   .n_rw_dirs = 2, .ro_dirs = ro_dirs,
 					   .unlink_dir = inherited ? NULL : dirname(sock_dir) };
+	/* The folder, so that a file replaced by rename (as editors do) stays
+	 * readable; the file alone when that folder would be "/". */
+	const char *conf = opal_config_file(opal_sym_config_spec(), argc, argv);
+	if (conf && realpath(conf, conf_dir)) {
+		char *slash = strrchr(conf_dir, '/');
+		if (slash && slash != conf_dir)
+			*slash = '\0';
+		ro_dirs[0] = conf_dir;
+		sbc.n_ro_dirs = 1;
+		opal_info("sandbox: %s stays readable, for SIGHUP to re-read the config file",
+			  conf_dir);
+	}
 	struct opal_sandbox_result sbr;
 	if ((err = opal_sandbox_apply(&sbc, &sbr)) < 0) {
 		opal_err("cannot sandbox the symbolizer: %s", strerror(-err));
@@ -427,36 +423,51 @@ int main(int argc, char **argv)
 	else
 		opal_warn("sandbox: seccomp allow-list only; this kernel has no Landlock, so file "
 			  "access is limited by permissions alone");
-	/* Threads (HTTP API, fleet) only once the sandbox covers them. */
-	if ((err = opal_services_start(svc)) < 0) {
+	/* libcurl's global state (OpenSSL's too) before any thread exists;
+	 * after the sandbox, so that the socket is not bound long before the
+	 * process is sandboxed. */
+	if (opal_http_client_global_init() < 0 || !(d.exporters = opal_exporters_new())) {
+		opal_err("libcurl initialisation failed");
+		return 1;
+	}
+	/* Threads (HTTP API, fleet, exporters) only once the sandbox covers
+	 * them: Landlock refuses a process that already has threads. */
+	if ((err = opal_services_start(svc, d.recent)) < 0) {
 		opal_err("cannot start the HTTP API / upstream: %s", strerror(-err));
 		return 1;
 	}
+	configure_exporters(&d);
+	log_flamegraph_url(&d, opal_services_http_port(svc));
 
 	struct interval_tally tally = { 0 };
 	struct opal_server_config cfg = { .listen_fd = lfd, .sym = sym, .ledger = ledger,
-					  .out = &out, .whole_run = o.whole_run,
-					  .n_allow = o.n_allow, .on_interval = report_interval,
-					  .on_interval_arg = &tally };
-	memcpy(cfg.allow_uids, o.allow_uids, sizeof(o.allow_uids));
-	opal_info("listening on %s%s; state %s; profiles in %s%s", o.socket_path,
-		  inherited ? " (socket activation)" : "", o.state_dir, o.out_dir,
-		  dropping ? "; privileges dropped" : "");
+					  .out = &d.out, .whole_run = o->whole_run,
+					  .n_allow = d.cfg.n_allow, .on_interval = report_interval,
+					  .on_interval_arg = &tally, .want_otlp = hook_want_otlp,
+					  .on_written = hook_written, .on_tick = hook_tick,
+					  .hook_arg = &d };
+	memcpy(cfg.allow_uids, d.cfg.allow_uids, sizeof(d.cfg.allow_uids));
+	opal_info("listening on %s%s; state %s; profiles in %s%s; export: %s", o->socket,
+		  inherited ? " (socket activation)" : "", o->state_dir, o->out_dir,
+		  dropping ? "; privileges dropped" : "",
+		  d.cfg.write_intervals ? "interval files" : "no interval files");
 	opal_notify("READY=1");
-	opal_notify_status("listening on %s for collectors", o.socket_path);
+	opal_notify_status("listening on %s for collectors", o->socket);
 	err = opal_server_run(&cfg, &stop_flag);
 
+	opal_exporters_stop(d.exporters, OPAL_EXPORTERS_FLUSH_MS);
 	opal_services_stop(svc);
+	opal_recent_close(d.recent);
 	opal_symbolizer_free(sym);
 	opal_ledger_close(ledger);
 	opal_cache_close(cache);
-	opal_otlp_kv_free(attrs, n_attrs);
 	close(lfd);
 	if (!inherited)   /* an activated socket belongs to its socket unit */
-		unlink(o.socket_path);
+		unlink(d.cfg.o.socket);
 	if (opal_seccomp_denials())
 		opal_warn("seccomp denied %llu system calls in this run (the first are logged above)",
 			  (unsigned long long)opal_seccomp_denials());
+	opal_sym_config_free(&d.cfg);
 	opal_notify_close();
 	opal_info("stopped");
 	return err < 0 ? 1 : 0;

@@ -1,7 +1,10 @@
 /* Prometheus counters of the symbolizer (metrics.h).
  *
  * The latency histogram has fixed buckets from 1 µs to 10 s (a decade
- * split 1-2.5-5); cumulative counts are computed when rendering. The
+ * split 1-2.5-5); cumulative counts are computed when rendering. Memory
+ * cache hits are timed one in 16, each timed one counted for the hits it
+ * stands for (symbolize.c), so _count and the buckets lag the lookups by
+ * at most 15 per thread. The
  * collector table holds OPAL_METRICS_MAX_COLLECTORS hosts under a mutex;
  * every other counter is a relaxed atomic. */
 #include <errno.h>
@@ -41,7 +44,8 @@ static struct {
 	uint64_t http[N_HTTP + 1];          /* last slot: any other code */
 	uint64_t lat_buckets[N_BOUNDS + 1]; /* non-cumulative; last = +Inf */
 	uint64_t lat_sum_ns, lat_count;
-	pthread_mutex_t lock;               /* collector rows */
+	pthread_mutex_t lock;               /* collector rows, exporter counters */
+	struct opal_export_stats exporters[OPAL_EXPORTER_N];
 	struct collector_row rows[OPAL_METRICS_MAX_COLLECTORS];
 	size_t n_rows;
 	uint64_t clock;
@@ -81,6 +85,15 @@ void opal_metrics_queue_depth(enum opal_metric_queue q, uint64_t depth)
 		__atomic_store_n(&m.queues[q], depth, __ATOMIC_RELAXED);
 }
 
+void opal_metrics_exporter(enum opal_metric_exporter e, const struct opal_export_stats *st)
+{
+	if ((unsigned)e >= OPAL_EXPORTER_N)
+		return;
+	pthread_mutex_lock(&m.lock);
+	m.exporters[e] = *st;
+	pthread_mutex_unlock(&m.lock);
+}
+
 void opal_metrics_http(unsigned status)
 {
 	size_t i = 0;
@@ -89,14 +102,14 @@ void opal_metrics_http(unsigned status)
 	add(&m.http[i], 1);
 }
 
-void opal_metrics_symbolize_latency(uint64_t ns)
+void opal_metrics_symbolize_latency(uint64_t ns, uint64_t weight)
 {
 	size_t i = 0;
 	while (i < N_BOUNDS && ns > latency_bounds_ns[i])
 		i++;
-	add(&m.lat_buckets[i], 1);
-	add(&m.lat_sum_ns, ns);
-	add(&m.lat_count, 1);
+	add(&m.lat_buckets[i], weight);
+	add(&m.lat_sum_ns, ns * weight);
+	add(&m.lat_count, weight);
 }
 
 void opal_metrics_collector_counters(const char *host,
@@ -136,6 +149,7 @@ void opal_metrics_reset(void)
 	memset(m.lat_buckets, 0, sizeof(m.lat_buckets));
 	m.lat_sum_ns = m.lat_count = 0;
 	m.n_rows = 0;
+	memset(m.exporters, 0, sizeof(m.exporters));
 	pthread_mutex_unlock(&m.lock);
 }
 
@@ -193,6 +207,52 @@ static void render_collectors(FILE *f)
 	pthread_mutex_unlock(&m.lock);
 }
 
+static void render_exporters(FILE *f)
+{
+	static const char *const names[OPAL_EXPORTER_N] = { "otlp", "otlp-logs" };
+	static const struct {
+		const char *name, *type, *help, *label;
+		size_t off;
+	} fields[] = {
+#define E(field, name, type, label, h) { name, type, h, label, \
+		  offsetof(struct opal_export_stats, field) }
+		E(enqueued, "opal_export_requests_total", "counter", "enqueued",
+		  "OTLP export requests by exporter and outcome"),
+		E(sent, "opal_export_requests_total", NULL, "sent", NULL),
+		E(partial, "opal_export_requests_total", NULL, "partial", NULL),
+		E(failed, "opal_export_requests_total", NULL, "failed", NULL),
+		E(dropped, "opal_export_requests_total", NULL, "dropped", NULL),
+		E(retries, "opal_export_retries_total", "counter", NULL,
+		  "OTLP export attempts after a request's first one"),
+		E(enqueued_bytes, "opal_export_enqueued_bytes_total", "counter", NULL,
+		  "Bytes of OTLP requests accepted by the export queue (uncompressed)"),
+		E(dropped_bytes, "opal_export_dropped_bytes_total", "counter", NULL,
+		  "Bytes of OTLP requests dropped (queue overflow, too large, left at stop)"),
+		E(queued_items, "opal_export_queue_requests", "gauge", NULL,
+		  "OTLP requests waiting in the export queue"),
+		E(queued_bytes, "opal_export_queue_bytes", "gauge", NULL,
+		  "Bytes of OTLP requests waiting in the export queue"),
+#undef E
+	};
+	struct opal_export_stats st[OPAL_EXPORTER_N];
+
+	pthread_mutex_lock(&m.lock);
+	memcpy(st, m.exporters, sizeof(st));
+	pthread_mutex_unlock(&m.lock);
+	for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
+		if (fields[k].type)
+			header(f, fields[k].name, fields[k].type, fields[k].help);
+		for (int e = 0; e < OPAL_EXPORTER_N; e++) {
+			uint64_t v;
+			memcpy(&v, (const char *)&st[e] + fields[k].off, sizeof(v));
+			fprintf(f, "%s{exporter=\"%s\"", fields[k].name, names[e]);
+			if (fields[k].label)
+				fprintf(f, ",outcome=\"%s\"", fields[k].label);
+			fprintf(f, "} %" PRIu64 "\n", v);
+		}
+	}
+}
+
 int opal_metrics_render(struct opal_symbolizer *sym, char **out, size_t *len)
 {
 	static const char *const upload_names[OPAL_UPLOAD_N_OUTCOMES] = {
@@ -245,7 +305,8 @@ int opal_metrics_render(struct opal_symbolizer *sym, char **out, size_t *len)
 	}
 
 	header(f, "opal_symbolize_duration_seconds", "histogram",
-	       "Time to symbolize one native address (all cache levels)");
+	       "Time to symbolize one native address (all cache levels; memory hits "
+	       "sampled 1 in 16)");
 	uint64_t cum = 0;
 	for (size_t i = 0; i < N_BOUNDS; i++) {
 		cum += get(&m.lat_buckets[i]);
@@ -280,6 +341,7 @@ int opal_metrics_render(struct opal_symbolizer *sym, char **out, size_t *len)
 		fprintf(f, "opal_symbolize_files_evicted_total %" PRIu64 "\n", st.files_evicted);
 	}
 	render_collectors(f);
+	render_exporters(f);
 	if (fclose(f) != 0 || !buf) {
 		free(buf);
 		return -ENOMEM;

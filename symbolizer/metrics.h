@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "export_queue.h"
 #include "opal/wire.pb-c.h"
 
 struct opal_symbolizer;
@@ -57,12 +58,25 @@ void opal_metrics_debuginfod(enum opal_metric_debuginfod result);
 void opal_metrics_upstream(enum opal_metric_upstream what);
 void opal_metrics_queue_depth(enum opal_metric_queue q, uint64_t depth);
 
+/* OTLP exporters of the symbolizer (--export). */
+enum opal_metric_exporter {
+	OPAL_EXPORTER_OTLP,         /* profiles, /v1development/profiles */
+	OPAL_EXPORTER_OTLP_LOGS,    /* profiles as logs, /v1/logs */
+	OPAL_EXPORTER_N,
+};
+
+/* Stores the latest counters of exporter `e` (copied), rendered as
+ * opal_export_* metrics. The caller keeps them monotonic across exporter
+ * restarts (SIGHUP) by adding what retired exporters counted. */
+void opal_metrics_exporter(enum opal_metric_exporter e, const struct opal_export_stats *st);
+
 /* Adds one HTTP request (any endpoint) answered with `status`. */
 void opal_metrics_http(unsigned status);
 
-/* Records the duration of one native symbolization (opal_symbolize_native),
- * in nanoseconds, into the latency histogram. */
-void opal_metrics_symbolize_latency(uint64_t ns);
+/* Records the duration of a native symbolization (opal_symbolize_native),
+ * in nanoseconds, into the latency histogram, as `weight` lookups of that
+ * duration (a timed sample standing for untimed ones: symbolize.c). */
+void opal_metrics_symbolize_latency(uint64_t ns, uint64_t weight);
 
 /* Stores the counters the collector on `host` reported in its latest
  * Interval (monotonic since that collector started). At most

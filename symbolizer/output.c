@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "log.h"
+#include "outfile.h"
 #include "pprof.h"
 
 #define INTERVAL_PREFIX "interval-"
@@ -47,7 +48,7 @@ static void rotate(struct opal_output *o)
 	if (n < 0)
 		return;
 	for (int i = 0; i < n; i++) {
-		if ((unsigned)(n - i) > o->keep_intervals) {
+		if ((uint64_t)(n - i) > o->keep_intervals) {
 			char *stem = names[i]->d_name;
 			stem[strlen(stem) - strlen(PPROF_SUFFIX)] = '\0';
 			snprintf(path, sizeof(path), "%s/%s%s", dir, stem, PPROF_SUFFIX);
@@ -78,17 +79,53 @@ static int write_pair(struct opal_output *o, const struct opal_profile *p, const
 	return 0;
 }
 
+void opal_output_interval_free(struct opal_output_interval *enc)
+{
+	free(enc->pprof_gz);
+	free(enc->otlp);
+	*enc = (struct opal_output_interval){ 0 };
+}
+
+static int write_file(const char *stem, const char *suffix, const uint8_t *buf, size_t len)
+{
+	char path[4400];
+	int err;
+
+	snprintf(path, sizeof(path), "%s%s", stem, suffix);
+	if ((err = opal_outfile_write(path, buf, len)) < 0)
+		opal_err("writing %s: %s", path, strerror(-err));
+	return err;
+}
+
 int opal_output_write_interval(struct opal_output *o, const struct opal_profile *p,
-			       uint64_t start_unix_ns, uint64_t seq)
+			       uint64_t start_unix_ns, uint64_t seq, bool want_otlp,
+			       struct opal_output_interval *enc)
 {
 	char stem[4200];
 	int err;
 
+	*enc = (struct opal_output_interval){ 0 };
+	if ((err = opal_pprof_encode(p, true, &enc->pprof_gz, &enc->pprof_len)) < 0) {
+		opal_err("interval %" PRIu64 ": pprof encoding failed: %s", seq, strerror(-err));
+		return err;
+	}
+	if ((want_otlp || o->write_intervals) &&
+	    (err = opal_otlp_encode(p, o->otlp, &enc->otlp, &enc->otlp_len)) < 0) {
+		opal_err("interval %" PRIu64 ": OTLP encoding failed: %s", seq, strerror(-err));
+		opal_output_interval_free(enc);
+		return err;
+	}
+	if (!o->write_intervals)
+		return 0;
 	snprintf(stem, sizeof(stem), "%s/intervals/" INTERVAL_PREFIX "%019" PRIu64 "-%06" PRIu64,
 		 o->dir, start_unix_ns, seq);
-	err = write_pair(o, p, stem);
+	err = write_file(stem, PPROF_SUFFIX, enc->pprof_gz, enc->pprof_len);
+	if (!err)
+		err = write_file(stem, OTLP_SUFFIX, enc->otlp, enc->otlp_len);
 	if (o->keep_intervals)
 		rotate(o);
+	if (err)
+		opal_output_interval_free(enc);
 	return err;
 }
 

@@ -3,27 +3,46 @@
  *   intervals/interval-<start_unix_ns>-<seq>.otlp.pb   OTLP request of it
  *   profile.pb.gz, profile.otlp.pb                     whole run (--whole-run)
  * Every file is written to a temporary name and renamed, so a reader never
- * sees a partial file. */
+ * sees a partial file. Each interval is encoded once; the encodings are
+ * handed back for the recent profiles and the exporters. */
 #ifndef OPAL_OUTPUT_H
 #define OPAL_OUTPUT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "otlp.h"
 #include "profile.h"
 
 struct opal_output {
 	const char *dir;            /* borrowed */
-	unsigned keep_intervals;    /* interval file pairs kept; older ones deleted */
+	uint64_t keep_intervals;    /* interval file pairs kept (0: all); older ones deleted */
+	bool write_intervals;       /* interval files (--export pprof); else encodings only */
 	const struct opal_otlp_options *otlp;   /* borrowed */
+};
+
+/* The encodings of one interval, malloc'd (opal_output_interval_free). */
+struct opal_output_interval {
+	uint8_t *pprof_gz;          /* gzip'd pprof (pprof.h), always */
+	size_t pprof_len;
+	uint8_t *otlp;              /* ExportProfilesServiceRequest (otlp.h), or NULL */
+	size_t otlp_len;
 };
 
 /* Creates <dir>/intervals if needed. Returns 0 or -errno. */
 int opal_output_init(struct opal_output *o);
 
-/* Writes one interval's pprof and OTLP files, then deletes the oldest
- * interval files beyond keep_intervals. Returns 0 or -errno. */
+/* Encodes one interval: gzip'd pprof always, OTLP when `want_otlp` or
+ * when files are written. With write_intervals it writes the pair of
+ * interval files, then deletes the oldest pairs beyond keep_intervals.
+ * On success `enc` holds the encodings (the caller frees them); on error
+ * it holds nothing. Returns 0 or -errno (logged). */
 int opal_output_write_interval(struct opal_output *o, const struct opal_profile *p,
-			       uint64_t start_unix_ns, uint64_t seq);
+			       uint64_t start_unix_ns, uint64_t seq, bool want_otlp,
+			       struct opal_output_interval *enc);
+
+/* Frees the encodings and empties `enc`. */
+void opal_output_interval_free(struct opal_output_interval *enc);
 
 /* Writes profile.pb.gz and profile.otlp.pb of the whole run. */
 int opal_output_write_whole(struct opal_output *o, const struct opal_profile *p);

@@ -16,6 +16,9 @@ struct opal_sandbox_config {
 	size_t n_rw_dirs;
 	const char *unlink_dir;           /* folder whose entries may be removed (the
 					   * socket's, to remove it at exit), or NULL */
+	const char *const *ro_dirs;       /* n_ro_dirs folders kept readable (the config
+					   * file's, so SIGHUP can read it again) */
+	size_t n_ro_dirs;
 };
 
 struct opal_sandbox_result {

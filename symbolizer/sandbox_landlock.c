@@ -211,6 +211,8 @@ int opal_landlock_restrict(const struct opal_sandbox_config *cfg, unsigned *n_ru
 	}
 	for (size_t i = 0; i < cfg->n_rw_dirs && r == 0; i++)
 		r = add_path(&rs, cfg->rw_dirs[i], RW, true);
+	for (size_t i = 0; i < cfg->n_ro_dirs && r == 0; i++)
+		r = add_path(&rs, cfg->ro_dirs[i], RO, false);
 	if (r == 0 && cfg->unlink_dir)
 		r = add_path(&rs, cfg->unlink_dir, LANDLOCK_ACCESS_FS_REMOVE_FILE, false);
 	for (size_t i = 0; i < sizeof(fixed_rules) / sizeof(fixed_rules[0]) && r == 0; i++)

@@ -24,7 +24,9 @@ int opal_landlock_kernel_abi(void);
  * afterwards (so call it while single-threaded). cfg->rw_dirs: existing
  * folders (paths, /proc/self/fd/N accepted) granted read, write, create,
  * remove and rename beneath them; a missing one is an error.
- * cfg->unlink_dir, when set and present, may only have entries removed.
+ * cfg->ro_dirs: folders (or files) granted read only; a missing one is
+ * skipped. cfg->unlink_dir, when set and present, may only have entries
+ * removed.
  * Paths of the built-in list that do not exist on this machine are
  * skipped. Requires no_new_privs. Sets *n_rules to the rules added.
  * Returns the ABI used (1 or 2), 0 when the kernel has no Landlock (nothing

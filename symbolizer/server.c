@@ -219,11 +219,13 @@ static void on_interval(struct server *sv, struct conn *c, const Opal__Wire__V1_
 		opal_profile_free(p);
 		return;
 	}
-	if (opal_output_write_interval(cfg->out, p, iv->start_unix_ns, iv->seq) < 0) {
+	bool want_otlp = cfg->want_otlp && cfg->want_otlp(cfg->hook_arg);
+	struct opal_output_interval enc;
+	if (opal_output_write_interval(cfg->out, p, iv->start_unix_ns, iv->seq, want_otlp,
+				       &enc) < 0) {
 		opal_profile_free(p);
 		return;   /* not acknowledged: the collector keeps it and re-sends */
 	}
-	opal_profile_free(p);
 	if (cfg->whole_run) {
 		struct opal_ingest_stats ignored = { 0 };
 		if (!sv->whole)
@@ -236,6 +238,16 @@ static void on_interval(struct server *sv, struct conn *c, const Opal__Wire__V1_
 		opal_warn("interval %" PRIu64 " written but not recorded in the ledger", iv->seq);
 	c->intervals++;
 	send_ack(c, iv->run_id, iv->seq);
+	if (cfg->on_written) {
+		struct opal_server_written w = {
+			.p = p, .enc = &enc, .run_id = iv->run_id, .seq = iv->seq,
+			.start_unix_ns = iv->start_unix_ns, .end_unix_ns = iv->end_unix_ns,
+			.host_name = c->host_name,
+		};
+		cfg->on_written(cfg->hook_arg, &w);
+	}
+	opal_output_interval_free(&enc);
+	opal_profile_free(p);
 	if (cfg->on_interval)
 		cfg->on_interval(cfg->on_interval_arg, iv->seq, st.samples);
 	opal_info("interval %" PRIu64 "%s: %" PRIu64 " samples, %" PRIu64 "/%" PRIu64
@@ -303,6 +315,8 @@ int opal_server_run(const struct opal_server_config *cfg, volatile sig_atomic_t 
 		struct pollfd pfd[OPAL_SERVER_MAX_CONNS + 1];
 		int idx[OPAL_SERVER_MAX_CONNS + 1], n = 0;
 
+		if (cfg->on_tick)
+			cfg->on_tick(cfg->hook_arg);
 		if (*stop && !drain_until)
 			drain_until = now_ms() + DRAIN_MS;
 		if (!drain_until) {
@@ -319,7 +333,7 @@ int opal_server_run(const struct opal_server_config *cfg, volatile sig_atomic_t 
 		 * stopping collector sends its final interval first), bounded. */
 		if (drain_until && (n == 0 || now_ms() > drain_until))
 			break;
-		int r = poll(pfd, (nfds_t)n, 200);
+		int r = poll(pfd, (nfds_t)n, OPAL_SERVER_TICK_MS);
 		if (r < 0 && errno != EINTR)
 			return -errno;
 		for (int k = 0; r > 0 && k < n; k++) {

@@ -151,12 +151,12 @@ int opal_services_open(struct opal_services *s, struct opal_symbolizer *sym,
 	return 0;
 }
 
-int opal_services_start(struct opal_services *s)
+int opal_services_start(struct opal_services *s, struct opal_recent *recent)
 {
 	if (s->listen) {
 		struct opal_http_config hc = { .listen = s->listen, .token = s->token,
 					       .tls_cert_pem = s->cert, .tls_key_pem = s->key,
-					       .sym = s->sym, .store = s->store };
+					       .sym = s->sym, .store = s->store, .recent = recent };
 		s->http = opal_http_start(&hc);
 		if (!s->http && s->http_required)
 			return -errno;
@@ -173,6 +173,11 @@ int opal_services_start(struct opal_services *s)
 			return -errno;
 	}
 	return 0;
+}
+
+uint16_t opal_services_http_port(const struct opal_services *s)
+{
+	return s->http ? opal_http_port(s->http) : 0;
 }
 
 void opal_services_stop(struct opal_services *s)

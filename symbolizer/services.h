@@ -18,6 +18,7 @@
 #include "http_server.h"   /* OPAL_HTTP_DEFAULT_LISTEN */
 
 struct opal_symbolizer;
+struct opal_recent;
 
 struct opal_services_config {
 	const char *debug_root;           /* "/usr/lib/debug" */
@@ -46,10 +47,14 @@ struct opal_services *opal_services_new(const struct opal_services_config *c);
 int opal_services_open(struct opal_services *s, struct opal_symbolizer *sym,
 		       const char *state_dir, const char *db_path);
 
-/* Starts the HTTP server and the upstream threads. Failing to listen on
- * the default address (not http_required) is logged and the daemon goes
- * on without the API. Returns 0 or -errno. */
-int opal_services_start(struct opal_services *s);
+/* Starts the HTTP server and the upstream threads; `recent` (borrowed,
+ * may be NULL) feeds GET /flamegraph. Failing to listen on the default
+ * address (not http_required) is logged and the daemon goes on without
+ * the API. Returns 0 or -errno. */
+int opal_services_start(struct opal_services *s, struct opal_recent *recent);
+
+/* The HTTP API's bound port, 0 when it does not run. */
+uint16_t opal_services_http_port(const struct opal_services *s);
 
 /* Stops the threads and closes the store. NULL is accepted. */
 void opal_services_stop(struct opal_services *s);

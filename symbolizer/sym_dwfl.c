@@ -64,6 +64,7 @@ struct opal_dwfl_file {
 	Dwarf_Addr dwarf_bias;     /* DWARF address = module address - dwarf_bias */
 	enum opal_debug_quality quality;
 	char reason[160];
+	size_t section_bytes;      /* DWARF sections in memory (opal_dwfl_memory) */
 	struct opal_sym_index *index;   /* NULL until the first DWARF lookup */
 	struct opal_symtab *symtab;     /* NULL until the first symbol lookup */
 	bool symtab_tried;
@@ -180,6 +181,31 @@ static enum opal_debug_quality rank_symbols(Dwfl_Module *mod, const char **what)
 	return OPAL_DEBUG_DYNSYM;
 }
 
+/* In-memory size of the DWARF sections of `dw`'s ELF: compressed ones
+ * are held decompressed, the others are mapped. */
+static size_t dwarf_section_bytes(Dwarf *dw)
+{
+	Elf *elf = dwarf_getelf(dw);
+	size_t shstrndx, total = 0;
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return 0;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		GElf_Chdr ch;
+		const char *n;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
+		    !(n = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    (strncmp(n, ".debug_", 7) != 0 && strncmp(n, ".zdebug_", 8) != 0))
+			continue;
+		if ((sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch))
+			total += ch.ch_size;
+		else
+			total += sh.sh_size;
+	}
+	return total;
+}
+
 static void set_unusable(struct opal_dwfl_file *f, const char *why)
 {
 	f->mod = NULL;
@@ -236,6 +262,7 @@ int opal_dwfl_open(int fd, const char *name, struct opal_dwfl_file **out)
 
 	f->dwarf = dwfl_module_getdwarf(mod, &f->dwarf_bias);
 	if (f->dwarf) {
+		f->section_bytes = dwarf_section_bytes(f->dwarf);
 		f->quality = rank_dwarf(f->dwarf);
 		if (f->quality == OPAL_DEBUG_DWARF_INLINE)
 			snprintf(f->reason, sizeof(f->reason), "dwarf with inline scopes");
@@ -262,6 +289,15 @@ void opal_dwfl_close(struct opal_dwfl_file *f)
 	dwfl_end(f->dwfl);   /* closes the duplicated descriptor */
 	free(f->cu_ranges);
 	free(f);
+}
+
+/* elfutils 0.188's struct Dwarf_Line, rounded: libdw's cost of a row. */
+#define LIBDW_LINE_BYTES 56
+
+size_t opal_dwfl_memory(const struct opal_dwfl_file *f)
+{
+	size_t rows = f->index ? opal_sym_index_libdw_rows(f->index) : 0;
+	return f->section_bytes + rows * LIBDW_LINE_BYTES;
 }
 
 enum opal_debug_quality opal_dwfl_quality(const struct opal_dwfl_file *f, const char **reason)

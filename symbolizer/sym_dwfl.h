@@ -22,6 +22,14 @@ int opal_dwfl_open(int fd, const char *name, struct opal_dwfl_file **out);
 
 void opal_dwfl_close(struct opal_dwfl_file *f);
 
+/* Estimated bytes the session's libelf/libdw hold: its DWARF sections as
+ * mapped or decompressed, plus the line tables libdw has parsed for the
+ * address index (kept until the session closes); libdw's abbreviation
+ * tables and unit structures come on top (a few KiB per unit). For
+ * callers that bound sessions by memory rather than by count; the index
+ * itself is bounded separately (sym_index.h). */
+size_t opal_dwfl_memory(const struct opal_dwfl_file *f);
+
 /* What the session found (sym_dwfl.c's comment tells how it is ranked).
  * When `reason` is not NULL, *reason gets a string owned by the session
  * saying why, e.g. "dwarf with inline scopes" or "not usable ELF: ...". */

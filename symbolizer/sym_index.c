@@ -26,23 +26,82 @@
 
 /* ---- spans ---------------------------------------------------------------- */
 
+static bool span_less(const struct ix_span *x, const struct ix_span *y)
+{
+	if (x->lo != y->lo)
+		return x->lo < y->lo;
+	if (x->hi != y->hi)
+		return x->hi < y->hi;
+	return x->seq < y->seq;
+}
+
 static int cmp_span(const void *a, const void *b)
 {
-	const struct ix_span *x = a, *y = b;
-	if (x->lo != y->lo)
-		return x->lo < y->lo ? -1 : 1;
-	if (x->hi != y->hi)
-		return x->hi < y->hi ? -1 : 1;
-	return (x->seq > y->seq) - (x->seq < y->seq);
+	return span_less(a, b) ? -1 : span_less(b, a);
+}
+
+/* Natural merge sort: compilers list functions in DIE order, which is
+ * mostly address order backwards or forwards, i.e. a few long runs. */
+static bool merge_sort(struct ix_span *s, size_t n)
+{
+	size_t *bounds = malloc((n + 1) * sizeof(*bounds));
+	struct ix_span *tmp = malloc(n * sizeof(*tmp));
+	if (!bounds || !tmp) {
+		free(bounds);
+		free(tmp);
+		return false;
+	}
+	size_t nb = 0;
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		if (j < n && span_less(&s[j], &s[j - 1])) {
+			while (j < n && span_less(&s[j], &s[j - 1]))
+				j++;
+			for (size_t a = i, b = j - 1; a < b; a++, b--) {   /* strictly descending */
+				struct ix_span t = s[a];
+				s[a] = s[b];
+				s[b] = t;
+			}
+		} else {
+			while (j < n && !span_less(&s[j], &s[j - 1]))
+				j++;
+		}
+		bounds[nb++] = i;
+		i = j;
+	}
+	bounds[nb] = n;
+	while (nb > 1) {   /* merge neighbouring runs pairwise */
+		size_t out = 0;
+		for (size_t r = 0; r < nb; r += 2) {
+			size_t lo = bounds[r], mid = bounds[r + 1];
+			size_t hi = r + 2 <= nb ? bounds[r + 2] : mid;
+			if (r + 1 < nb) {
+				size_t a = lo, b = mid, k = 0;
+				while (a < mid && b < hi)
+					tmp[k++] = span_less(&s[b], &s[a]) ? s[b++] : s[a++];
+				while (a < mid)
+					tmp[k++] = s[a++];
+				while (b < hi)
+					tmp[k++] = s[b++];
+				memcpy(s + lo, tmp, k * sizeof(*s));
+			}
+			bounds[out++] = lo;
+		}
+		bounds[out] = n;
+		nb = out;
+	}
+	free(bounds);
+	free(tmp);
+	return true;
 }
 
 void ix_spans_sort(struct ix_span *s, size_t n)
 {
 	bool sorted = true;
 	for (size_t i = 1; i < n && sorted; i++)
-		sorted = cmp_span(&s[i - 1], &s[i]) <= 0;
-	if (!sorted)
-		qsort(s, n, sizeof(*s), cmp_span);
+		sorted = !span_less(&s[i], &s[i - 1]);
+	if (!sorted && !merge_sort(s, n))
+		qsort(s, n, sizeof(*s), cmp_span);   /* no memory for runs: in place */
 	Dwarf_Addr m = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (s[i].hi > m)
@@ -419,6 +478,14 @@ static struct ix_unit *find_unit(struct opal_sym_index *ix, Dwarf_Addr pc)
 	return NULL;
 }
 
+size_t opal_sym_index_libdw_rows(const struct opal_sym_index *ix)
+{
+	pthread_mutex_lock(&pool.lock);
+	size_t n = ix->libdw_rows;
+	pthread_mutex_unlock(&pool.lock);
+	return n;
+}
+
 void opal_sym_index_free(struct opal_sym_index *ix)
 {
 	if (!ix)
@@ -499,27 +566,41 @@ static const char *file_path(struct ix_cu *cu, uint32_t idx, bool *enomem)
 }
 
 /* sym_dwfl.c's line_at: the row at or below pc unless it ends a sequence
- * or names no line. */
-static const struct ix_row *row_at(const struct ix_cu *cu, Dwarf_Addr pc)
+ * or names no line. Returns its index, or SIZE_MAX. */
+static size_t row_at(const struct ix_cu *cu, Dwarf_Addr pc)
 {
+	if (cu->n_rows == 0 || pc < cu->row_base)
+		return SIZE_MAX;   /* before all rows */
+	if (pc - cu->row_base > UINT32_MAX)
+		return SIZE_MAX;   /* past the last row, which ends a sequence */
+	uint32_t key = (uint32_t)(pc - cu->row_base);
 	size_t lo = 0, hi = cu->n_rows;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (cu->rows[mid].addr <= pc)
+		if (cu->row_addr[mid] <= key)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	if (lo == 0 || lo == cu->n_rows)
-		return NULL;
-	const struct ix_row *r = &cu->rows[lo - 1];
-	if (r->file == IX_ROW_END || r->line <= 0)
-		return NULL;
-	return r;
+		return SIZE_MAX;
+	lo--;
+	if (cu->row_file[lo] == IX_ROW_END || cu->row_line[lo] <= 0)
+		return SIZE_MAX;
+	return lo;
+}
+
+/* The source path of row `i`. */
+static const char *row_path(struct ix_cu *cu, size_t i, bool *enomem)
+{
+	uint16_t f = cu->row_file[i];
+	return f == IX_ROW_NO_FILE ? NULL : file_path(cu, f, enomem);
 }
 
 /* dwarf_getscopes gives up when the innermost inlined instance on the
- * path has no resolvable DW_AT_abstract_origin. */
+ * path has no resolvable DW_AT_abstract_origin. (It also gives up when its
+ * second walk, over the origin's unit, does not reach the origin DIE; that
+ * is not replicated: compilers put origins where that walk goes.) */
 static bool origin_bad(struct ix_cu *cu, struct ix_node *n)
 {
 	if (!(n->flags & IX_NODE_ORIGIN_DONE)) {
@@ -606,10 +687,10 @@ static int cu_frames(struct ix_cu *cu, Dwarf_Addr pc, struct opal_sym_result *ou
 		fr->inlined = node->kind == IX_KIND_INLINED;
 		fr->function = dup_or_null(ix_node_name(cu, node, &enomem), &enomem);
 		if (!callee) {
-			const struct ix_row *row = row_at(cu, pc);
-			if (row) {
-				fr->line = (uint32_t)row->line;
-				fr->file = dup_or_null(file_path(cu, row->file, &enomem), &enomem);
+			size_t row = row_at(cu, pc);
+			if (row != SIZE_MAX) {
+				fr->line = (uint32_t)cu->row_line[row];
+				fr->file = dup_or_null(row_path(cu, row, &enomem), &enomem);
 			}
 		} else {
 			read_call(cu, callee);
@@ -656,6 +737,10 @@ static struct ix_cu *unit_index(struct opal_sym_index *ix, struct ix_unit *u, Dw
 	}
 	pool.stats.units_built++;
 	u->cu = cu;
+	if (!u->lines_parsed) {
+		u->lines_parsed = true;
+		ix->libdw_rows += cu->n_rows;
+	}
 	return cu;
 }
 
@@ -708,11 +793,11 @@ int opal_sym_index_lookup(struct opal_sym_index *ix, Dwarf_Addr pc, struct opal_
 		r = OPAL_SYM_INDEX_FRAMES;
 	} else if (r == 0) {
 		r = OPAL_SYM_INDEX_NO_SCOPE;
-		const struct ix_row *row = row_at(cu, pc);
-		if (row) {
+		size_t row = row_at(cu, pc);
+		if (row != SIZE_MAX) {
 			bool enomem = false;
-			hit->line = (uint32_t)row->line;
-			hit->file = dup_or_null(file_path(cu, row->file, &enomem), &enomem);
+			hit->line = (uint32_t)cu->row_line[row];
+			hit->file = dup_or_null(row_path(cu, row, &enomem), &enomem);
 			if (enomem) {
 				hit->line = 0;
 				r = -ENOMEM;

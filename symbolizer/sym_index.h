@@ -80,6 +80,11 @@ struct opal_sym_index_hit {
 int opal_sym_index_lookup(struct opal_sym_index *ix, Dwarf_Addr pc, struct opal_sym_result *out,
 			  struct opal_sym_index_hit *hit);
 
+/* Line table rows libdw has parsed for the units this index built: libdw
+ * keeps each unit's table (some 56 bytes a row in elfutils 0.188) until
+ * the DWARF is closed, whatever the pool evicts. */
+size_t opal_sym_index_libdw_rows(const struct opal_sym_index *ix);
+
 /* Sets the pool budget in bytes (0 selects OPAL_SYM_INDEX_DEFAULT_BUDGET)
  * and evicts down to it. */
 void opal_sym_index_set_budget(size_t bytes);

@@ -76,14 +76,10 @@ struct ix_node {
 	uint8_t kind, flags;
 };
 
-/* A line table row; `file` is IX_NONE when the row names no valid file,
- * IX_ROW_END for an end_sequence row. */
-#define IX_ROW_END (IX_NONE - 1)
-struct ix_row {
-	Dwarf_Addr addr;
-	int32_t line;
-	uint32_t file;
-};
+/* row_file values besides file indexes: no valid file, end_sequence. */
+#define IX_ROW_NO_FILE UINT16_MAX
+#define IX_ROW_END     (UINT16_MAX - 1)
+#define IX_ROW_MAX_FILES IX_ROW_END   /* bigger file tables refuse the unit */
 
 struct ix_unit;
 struct opal_sym_index;
@@ -111,7 +107,14 @@ struct ix_cu {
 	struct ix_span *kids;            /* every node's child ranges, grouped */
 	uint32_t n_kids;
 	uint32_t top, n_top;             /* the unit's top-level ranges in kids */
-	struct ix_row *rows;
+	/* The line table in libdw's order (by address, an end_sequence row
+	 * before a row starting at the same address), as parallel arrays so
+	 * that the binary search reads 4 bytes per row: row i starts at
+	 * row_base + row_addr[i]. */
+	Dwarf_Addr row_base;
+	uint32_t *row_addr;
+	int32_t *row_line;
+	uint16_t *row_file;
 	size_t n_rows;
 	Dwarf_Files *files;              /* libdw's file table of the unit */
 	size_t n_files;
@@ -152,6 +155,7 @@ struct ix_unit {
 	uint32_t ranges, n_ranges;   /* its own ranges in ix->own, sorted */
 	bool has_pc_attrs;      /* DW_AT_low_pc or DW_AT_ranges on the unit DIE */
 	bool refused;
+	bool lines_parsed;      /* libdw holds its line table (counted once) */
 	struct ix_cu *cu;       /* NULL until built, or after eviction */
 };
 
@@ -173,6 +177,7 @@ struct opal_sym_index {
 	int sections[2][2];      /* [main, alt][ranges, rnglists]: -1 unknown */
 	struct ix_ptrmap scopes; /* unit DIE address -> struct ix_scopes */
 	size_t base_bytes;       /* unit table, counted for the index's life */
+	size_t libdw_rows;       /* rows of the line tables libdw parsed for us */
 };
 
 /* True when libdw reports a missing range section rather than bad DWARF

@@ -291,32 +291,40 @@ static bool copy_lines(struct builder *b, Dwarf_Die *cudie)
 	size_t n;
 	if (dwarf_getsrclines(cudie, &lines, &n) != 0 || n == 0)
 		return true;
-	if (n > OPAL_SYM_INDEX_MAX_ROWS)
+	if (n > OPAL_SYM_INDEX_MAX_ROWS || cu->n_files > IX_ROW_MAX_FILES)
 		return refuse(b);
-	cu->rows = malloc(n * sizeof(*cu->rows));
-	if (!cu->rows)
+	cu->row_addr = malloc(n * sizeof(*cu->row_addr));
+	cu->row_line = malloc(n * sizeof(*cu->row_line));
+	cu->row_file = malloc(n * sizeof(*cu->row_file));
+	if (!cu->row_addr || !cu->row_line || !cu->row_file)
 		return no_memory(b);
 	for (size_t i = 0; i < n; i++) {
 		Dwarf_Line *l = dwarf_onesrcline(lines, i);
-		struct ix_row *row = &cu->rows[i];
+		Dwarf_Addr addr;
 		bool end;
 		int lineno;
 		Dwarf_Files *lf;
 		size_t idx;
-		if (!l || dwarf_lineaddr(l, &row->addr) != 0)
+		if (!l || dwarf_lineaddr(l, &addr) != 0)
 			return refuse(b);
-		row->line = 0;
-		row->file = IX_NONE;
+		if (i == 0)
+			cu->row_base = addr;
+		/* Sorted rows: only a unit spanning 4 GiB or more is refused. */
+		if (addr < cu->row_base || addr - cu->row_base > UINT32_MAX)
+			return refuse(b);
+		cu->row_addr[i] = (uint32_t)(addr - cu->row_base);
+		cu->row_line[i] = 0;
+		cu->row_file[i] = IX_ROW_NO_FILE;
 		if (dwarf_lineendsequence(l, &end) != 0 || end) {
-			row->file = IX_ROW_END;
+			cu->row_file[i] = IX_ROW_END;
 			continue;
 		}
 		if (dwarf_lineno(l, &lineno) == 0)
-			row->line = lineno;
+			cu->row_line[i] = lineno;
 		if (dwarf_line_file(l, &lf, &idx) == 0) {
 			if (lf != cu->files || idx >= cu->n_files)
 				return refuse(b);   /* rows name another table */
-			row->file = (uint32_t)idx;
+			cu->row_file[i] = (uint16_t)idx;
 		}
 	}
 	cu->n_rows = n;
@@ -337,7 +345,9 @@ void ix_cu_free(struct ix_cu *cu)
 		return;
 	free(cu->nodes);
 	free(cu->kids);
-	free(cu->rows);
+	free(cu->row_addr);
+	free(cu->row_line);
+	free(cu->row_file);
 	free(cu->paths);
 	ix_ptrmap_free(&cu->demangled);
 	ix_ptrmap_free(&cu->by_origin);
@@ -391,7 +401,8 @@ struct ix_cu *ix_cu_build(struct opal_sym_index *ix, struct ix_unit *u, Dwarf_Di
 			cu->kids = p;
 	}
 	cu->charged = sizeof(*cu) + cu->n_nodes * sizeof(*cu->nodes) +
-		      cu->n_kids * sizeof(*cu->kids) + cu->n_rows * sizeof(*cu->rows) +
+		      cu->n_kids * sizeof(*cu->kids) + cu->n_rows * (sizeof(*cu->row_addr) + sizeof(*cu->row_line) +
+				     sizeof(*cu->row_file)) +
 		      cu->n_files * sizeof(*cu->paths);
 	return cu;
 }

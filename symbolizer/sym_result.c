@@ -78,10 +78,21 @@ bool opal_sym_utf8_valid(const char *s, size_t len)
 	return true;
 }
 
+void opal_sym_shared_unref(struct opal_sym_shared *sh)
+{
+	if (__atomic_sub_fetch(&sh->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(sh);
+}
+
 void opal_sym_result_free(struct opal_sym_result *r)
 {
 	if (!r)
 		return;
+	if (r->shared) {
+		opal_sym_shared_unref(r->shared);
+		memset(r, 0, sizeof(*r));
+		return;
+	}
 	for (size_t i = 0; i < r->n; i++) {
 		free(r->frames[i].function);
 		free(r->frames[i].file);

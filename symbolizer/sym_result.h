@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "symbolize.h"
 
 /* Longest inline chain kept for one address; deeper chains are cut at the
@@ -26,8 +27,27 @@ char *opal_sym_strdup(const char *s);
 /* True when `len` bytes at `s` are valid UTF-8 (RFC 3629). */
 bool opal_sym_utf8_valid(const char *s, size_t len);
 
-/* Deep copy of `src` into `dst` (which is overwritten, not freed).
- * Returns 0 or -ENOMEM (dst is then empty). */
+/* Header of a block shared read-only by the results that view it
+ * (opal_sym_result.shared): ONE malloc'd allocation starting with this
+ * header and holding everything the views point to, freed with free()
+ * by whoever drops the last reference (opal_sym_result_free). */
+struct opal_sym_shared {
+	uint32_t refs;   /* holders, atomic: views are released from any thread */
+};
+
+/* Adds a holder to `sh` (the caller already holds one, or a lock keeps
+ * the block alive). */
+static inline void opal_sym_shared_ref(struct opal_sym_shared *sh)
+{
+	__atomic_fetch_add(&sh->refs, 1, __ATOMIC_RELAXED);
+}
+
+/* Drops a holder; frees the block with the last one. */
+void opal_sym_shared_unref(struct opal_sym_shared *sh);
+
+/* Deep copy of `src` into `dst` (which is overwritten, not freed); the
+ * copy owns its memory (dst->shared is NULL) whether `src` is shared or
+ * not. Returns 0 or -ENOMEM (dst is then empty). */
 int opal_sym_result_copy(struct opal_sym_result *dst, const struct opal_sym_result *src);
 
 /* Heap bytes owned by `r` (frames array and strings): the in-memory cache

@@ -5,10 +5,21 @@
  * Bounds: at most OPAL_SYM_MAX_FILES registered descriptors (the least
  * recently used file is forgotten, its descriptor closed: a later lookup
  * answers -ENOENT and the collector sends the file again), at most
- * max_open_files libdwfl sessions, and the in-memory cache's
- * OPAL_SYM_MEMCACHE_MAX_ENTRIES entries / OPAL_SYM_MEMCACHE_MAX_BYTES bytes.
+ * max_open_files libdwfl sessions holding at most max_debug bytes together
+ * (opal_dwfl_memory; both LRU), the in-memory cache's
+ * OPAL_SYM_MEMCACHE_MAX_ENTRIES entries / OPAL_SYM_MEMCACHE_MAX_BYTES bytes,
+ * and the SQLite write queue's OPAL_SYM_WRITE_ROWS rows /
+ * OPAL_SYM_WRITE_BYTES bytes.
  * Every call takes one mutex, so the symbolizer may be shared by threads
- * (lookups are serialized).
+ * (lookups are serialized). The SQLite connection is only used under it:
+ * the write queue is flushed in one transaction by whichever thread fills
+ * it or calls opal_symbolizer_flush.
+ *
+ * Latency histogram (metrics.h): a lookup that leaves the in-memory cache
+ * is always timed, from the moment the memory cache missed; a memory hit
+ * is timed, from the call, one in LATENCY_SAMPLE per thread and then
+ * stands for the untimed hits of its thread before it (two clock readings,
+ * ~40 ns each on the benchmark machine, cost about as much as a hit).
  *
  * Separate debug info is found by sym_sources.h's callback, which learns
  * which file libdwfl is opening from the file's opal_sym_sources_ctx:
@@ -39,6 +50,7 @@
 
 #define OPAL_SYM_MAX_FILES 4096
 #define FILE_BUCKETS       8192   /* power of two, > OPAL_SYM_MAX_FILES */
+#define LATENCY_SAMPLE     16     /* power of two */
 
 struct sym_file {
 	opal_file_id id;
@@ -50,10 +62,12 @@ struct sym_file {
 	int quality;                      /* last recorded quality, -1 unknown */
 	bool quality_recorded;            /* for the current descriptor */
 	bool by_build_id;                 /* registered by opal_symbolizer_ensure_build_id */
+	bool fresh;                       /* SQLite had no record of it: its rows are ours */
 	int link_fds[OPAL_SYM_MAX_DEBUGLINKS];     /* collector debuglink candidates */
 	char *link_paths[OPAL_SYM_MAX_DEBUGLINKS];
 	size_t n_links;
 	struct opal_sym_sources_ctx src;  /* what the sources found for the session */
+	size_t debug_bytes;               /* opal_dwfl_memory at the last look, 0 closed */
 	struct sym_file *hnext;
 	struct sym_file *prev, *next;     /* file LRU, most recent at head */
 	struct sym_file *sprev, *snext;   /* session LRU, only while open */
@@ -68,7 +82,10 @@ struct opal_symbolizer {
 	struct sym_file *f_head, *f_tail;
 	struct sym_file *s_head, *s_tail;
 	size_t n_sessions;
+	uint64_t max_debug, debug_bytes;  /* bound (0: none) and sum of f->debug_bytes */
 	struct opal_sym_memcache *mem;
+	struct opal_cache_frames_row *queue;   /* SQLite rows to write, grown on demand */
+	size_t n_queue, cap_queue, queue_bytes;
 	struct opal_kallsyms *ksyms;
 	struct opal_symbolizer_stats stats;
 	struct opal_symbolizer_hooks hooks;
@@ -83,7 +100,8 @@ static size_t file_bucket(const opal_file_id *id)
 static struct sym_file **find_file_slot(struct opal_symbolizer *s, const opal_file_id *id)
 {
 	struct sym_file **pp = &s->buckets[file_bucket(id)];
-	while (*pp && !opal_file_id_eq(&(*pp)->id, id))
+	/* memcmp of a constant size compiles to two word compares */
+	while (*pp && memcmp((*pp)->id.b, id->b, OPAL_FILE_ID_LEN) != 0)
 		pp = &(*pp)->hnext;
 	return pp;
 }
@@ -121,6 +139,8 @@ static void close_session(struct opal_symbolizer *s, struct sym_file *f)
 	opal_dwfl_close(f->session);
 	f->session = NULL;
 	opal_sym_sources_ctx_reset(&f->src);
+	s->debug_bytes -= f->debug_bytes;
+	f->debug_bytes = 0;
 	s->n_sessions--;
 	s->stats.files_open = s->n_sessions;
 }
@@ -171,13 +191,18 @@ struct opal_symbolizer *opal_symbolizer_new(struct opal_cache *cache, size_t max
 	pthread_mutex_init(&s->lock, NULL);
 	s->cache = cache;
 	s->max_open = max_open_files ? max_open_files : 1;
+	s->max_debug = OPAL_SYM_DEFAULT_DEBUG_MEMORY;
 	return s;
 }
+
+static int flush_rows(struct opal_symbolizer *s);
 
 void opal_symbolizer_free(struct opal_symbolizer *s)
 {
 	if (!s)
 		return;
+	flush_rows(s);
+	free(s->queue);
 	while (s->f_head)
 		forget_file(s, s->f_head);
 	opal_sym_memcache_free(s->mem);
@@ -258,14 +283,104 @@ bool opal_symbolizer_has_file(struct opal_symbolizer *s, const opal_file_id *id)
 	return known;
 }
 
-static void drop_cached(struct opal_symbolizer *s, const opal_file_id *id)
+/* Writes the queued rows in one transaction and empties the queue. */
+static int flush_rows(struct opal_symbolizer *s)
+{
+	if (s->n_queue == 0)
+		return 0;
+	int r = opal_cache_put_frames_batch(s->cache, s->queue, s->n_queue);
+	if (r < 0)
+		opal_warn("symbolize: writing %zu cached frame rows failed: %s", s->n_queue,
+			  strerror(-r));
+	for (size_t i = 0; i < s->n_queue; i++)
+		opal_sym_result_free(&s->queue[i].res);
+	s->n_queue = 0;
+	s->queue_bytes = 0;
+	return r;
+}
+
+/* Room for one more queued row (the array doubles up to
+ * OPAL_SYM_WRITE_ROWS). */
+static bool queue_room(struct opal_symbolizer *s)
+{
+	if (s->n_queue < s->cap_queue)
+		return true;
+	size_t cap = s->cap_queue ? s->cap_queue * 2 : 256;
+	if (cap > OPAL_SYM_WRITE_ROWS)
+		cap = OPAL_SYM_WRITE_ROWS;
+	struct opal_cache_frames_row *q = realloc(s->queue, cap * sizeof(*q));
+	if (!q)
+		return false;
+	s->queue = q;
+	s->cap_queue = cap;
+	return true;
+}
+
+/* Queues the SQLite row of `view` (taken over); writes the queue when
+ * full. Without memory for the queue the row is written alone. */
+static int queue_row(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
+		     struct opal_sym_result *view)
+{
+	if (!queue_room(s)) {
+		int r = opal_cache_put_frames(s->cache, id, addr, view);
+		opal_sym_result_free(view);
+		return r;
+	}
+	s->queue[s->n_queue++] = (struct opal_cache_frames_row){ .id = *id, .addr = addr,
+								  .res = *view };
+	s->queue_bytes += sizeof(*s->queue) + opal_sym_result_bytes(view);
+	memset(view, 0, sizeof(*view));
+	if (s->n_queue == OPAL_SYM_WRITE_ROWS || s->queue_bytes >= OPAL_SYM_WRITE_BYTES)
+		return flush_rows(s);
+	return 0;
+}
+
+/* Forgets queued rows of `id` (their frames are being invalidated). */
+static void drop_queued(struct opal_symbolizer *s, const opal_file_id *id)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < s->n_queue; i++) {
+		struct opal_cache_frames_row *row = &s->queue[i];
+		if (opal_file_id_eq(&row->id, id)) {
+			s->queue_bytes -= sizeof(*row) + opal_sym_result_bytes(&row->res);
+			opal_sym_result_free(&row->res);
+		} else {
+			s->queue[k++] = *row;
+		}
+	}
+	s->n_queue = k;
+}
+
+/* Stores the frames of (id, addr) in memory and, when `persist`, queues
+ * them for SQLite. Returns 0 or -errno of a direct SQLite write. */
+static int store(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
+		 const struct opal_sym_result *r, bool persist)
+{
+	struct opal_sym_result view;
+	int m = opal_sym_memcache_put_view(s->mem, id, addr, r, &view);
+	if (!s->cache || !persist) {
+		if (m == 0)
+			opal_sym_result_free(&view);
+		return 0;
+	}
+	/* Without memory for the entry, or inside the caller's own
+	 * transaction (opal_cache_begin), the row is written at once. */
+	if (m < 0 || opal_cache_in_transaction(s->cache)) {
+		if (m == 0)
+			opal_sym_result_free(&view);
+		return opal_cache_put_frames(s->cache, id, addr, r);
+	}
+	return queue_row(s, id, addr, &view);
+}
+
+static int drop_cached(struct opal_symbolizer *s, const opal_file_id *id)
 {
 	opal_sym_memcache_drop_file(s->mem, id);
-	if (s->cache) {
-		int r = opal_cache_invalidate_file(s->cache, id);
-		if (r < 0)
-			opal_warn("symbolize: invalidating cached frames failed: %s", strerror(-r));
-	}
+	drop_queued(s, id);
+	int r = s->cache ? opal_cache_invalidate_file(s->cache, id) : 0;
+	if (r < 0)
+		opal_warn("symbolize: invalidating cached frames failed: %s", strerror(-r));
+	return r;
 }
 
 /* The reason recorded with a quality: libdwfl's rank, where separate
@@ -303,14 +418,24 @@ static void record_quality(struct opal_symbolizer *s, struct sym_file *f)
 				  f->src.debug_fd, q);
 
 	f->quality_recorded = true;
-	if (old < 0 && s->cache && opal_cache_get_file_quality(s->cache, &f->id, &old_q) == 0)
-		old = (int)old_q;
+	if (old < 0 && s->cache) {
+		int g = opal_cache_get_file_quality(s->cache, &f->id, &old_q);
+		if (g == 0)
+			old = (int)old_q;
+		/* A registration's lookups all come after this record, so
+		 * SQLite holds no frames of the file but those this
+		 * symbolizer writes and keeps in memory: a memory miss is
+		 * recomputed from the descriptor, not read back (a read
+		 * outside a transaction costs more than the index lookup). */
+		f->fresh = g == -ENOENT;
+	}
 	char hex[33];
 	opal_file_id_to_hex(&f->id, hex);
 	if (old >= 0 && (int)q < old) {
 		opal_debug("symbolize: %s (%s) now has debug quality %d < %d (%s); keeping cached "
 			   "frames", hex, f->path ? f->path : "?", (int)q, old, reason);
 		f->quality = old;
+		f->fresh = false;   /* the better frames must be read back */
 		return;
 	}
 	if (old >= 0 && (int)q > old) {
@@ -340,6 +465,17 @@ static void prepare_sources(struct sym_file *f)
 	f->src.n_debuglinks = f->n_links;
 }
 
+/* Takes the session's current opal_dwfl_memory into the sum, then closes
+ * least recently used other sessions while the sum is over the bound. */
+static void note_debug_memory(struct opal_symbolizer *s, struct sym_file *f)
+{
+	size_t now = opal_dwfl_memory(f->session);
+	s->debug_bytes = s->debug_bytes - f->debug_bytes + now;
+	f->debug_bytes = now;
+	while (s->max_debug && s->debug_bytes > s->max_debug && s->s_tail && s->s_tail != f)
+		evict_session(s);
+}
+
 static int open_session(struct opal_symbolizer *s, struct sym_file *f)
 {
 	if (f->session) {
@@ -362,6 +498,7 @@ static int open_session(struct opal_symbolizer *s, struct sym_file *f)
 		LRU_PUSH(s->s_head, s->s_tail, f, sprev, snext);
 		s->n_sessions++;
 		s->stats.files_open = s->n_sessions;
+		note_debug_memory(s, f);
 		if (!f->quality_recorded)
 			record_quality(s, f);
 	}
@@ -385,25 +522,39 @@ static int64_t mono_ns(void)
 }
 
 static int native_locked(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
-			 struct opal_sym_result *out);
+			 struct opal_sym_result *out, int64_t *t0, bool *mem_hit);
+
+/* Per thread: lookups since the last timed one, memory hits not timed. */
+static __thread uint32_t lat_tick, lat_untimed;
 
 int opal_symbolize_native(struct opal_symbolizer *s, const opal_file_id *id, uint64_t vaddr,
 			  bool return_address, struct opal_sym_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	uint64_t addr = return_address && vaddr > 0 ? vaddr - 1 : vaddr;
-	int64_t t0 = mono_ns();
+	bool timed = (lat_tick++ & (LATENCY_SAMPLE - 1)) == 0, mem_hit = false;
+	int64_t t0 = timed ? mono_ns() : 0;
 
 	pthread_mutex_lock(&s->lock);
-	int r = native_locked(s, id, addr, out);
+	int r = native_locked(s, id, addr, out, &t0, &mem_hit);
 	pthread_mutex_unlock(&s->lock);
-	opal_metrics_symbolize_latency((uint64_t)(mono_ns() - t0));
+	if (mem_hit && !timed) {
+		lat_untimed++;
+		return r;
+	}
+	uint64_t weight = 1;
+	if (mem_hit) {
+		weight += lat_untimed;
+		lat_untimed = 0;
+	}
+	opal_metrics_symbolize_latency((uint64_t)(mono_ns() - t0), weight);
 	return r;
 }
 
-/* The lookup of opal_symbolize_native, with the lock held. */
+/* The lookup of opal_symbolize_native, with the lock held. Sets *mem_hit
+ * when the memory cache answered, else *t0 when still 0. */
 static int native_locked(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
-			 struct opal_sym_result *out)
+			 struct opal_sym_result *out, int64_t *t0, bool *mem_hit)
 {
 	/* A newly registered descriptor is opened before any cache is asked,
 	 * so that its debug quality gets recorded and, when better than what
@@ -411,21 +562,24 @@ static int native_locked(struct opal_symbolizer *s, const opal_file_id *id, uint
 	struct sym_file *f = *find_file_slot(s, id);
 	int r;
 	if (f) {
-		LRU_UNLINK(s->f_head, s->f_tail, f, prev, next);
-		LRU_PUSH(s->f_head, s->f_tail, f, prev, next);
+		if (s->f_head != f) {
+			LRU_UNLINK(s->f_head, s->f_tail, f, prev, next);
+			LRU_PUSH(s->f_head, s->f_tail, f, prev, next);
+		}
 		if (!f->quality_recorded && (r = open_session(s, f)) < 0)
 			opal_debug("symbolize: opening a session failed: %s", strerror(-r));
 	}
-	r = opal_sym_memcache_get(s->mem, id, addr, out);
-	if (r != 0) {
-		if (r > 0)
-			account(s, out, &s->stats.mem_hits);
-		return r > 0 ? 0 : r;
+	if (opal_sym_memcache_get(s->mem, id, addr, out)) {
+		*mem_hit = true;
+		account(s, out, &s->stats.mem_hits);
+		return 0;
 	}
-	if (s->cache) {
+	if (!*t0)
+		*t0 = mono_ns();
+	if (s->cache && !(f && f->fresh)) {
 		r = opal_cache_get_frames(s->cache, id, addr, out);
 		if (r == 0) {
-			opal_sym_memcache_put(s->mem, id, addr, out);
+			store(s, id, addr, out, false);
 			account(s, out, &s->stats.cache_hits);
 			return 0;
 		}
@@ -440,15 +594,13 @@ static int native_locked(struct opal_symbolizer *s, const opal_file_id *id, uint
 		opal_sym_sources_enter(&f->src);   /* DWARF may be loaded lazily */
 		r = opal_dwfl_lookup(f->session, addr, out);
 		opal_sym_sources_leave();
+		note_debug_memory(s, f);
 	}
 	if (r == 0) {
 		account(s, out, &s->stats.misses);
-		opal_sym_memcache_put(s->mem, id, addr, out);
-		if (s->cache) {
-			int c = opal_cache_put_frames(s->cache, id, addr, out);
-			if (c < 0)
-				opal_warn("symbolize: cache write failed: %s", strerror(-c));
-		}
+		int c = store(s, id, addr, out, true);
+		if (c < 0)
+			opal_warn("symbolize: cache write failed: %s", strerror(-c));
 		if (s->hooks.poor_result && (f->quality < OPAL_DEBUG_DWARF_LINES || out->n == 0))
 			s->hooks.poor_result(s->hooks.arg, id, f->build_id, f->build_id_len, addr, out);
 	}
@@ -488,14 +640,32 @@ void opal_symbolizer_stats(struct opal_symbolizer *s, struct opal_symbolizer_sta
 {
 	pthread_mutex_lock(&s->lock);
 	*out = s->stats;
+	out->debug_bytes = s->debug_bytes;
+	out->rows_pending = s->n_queue;
 	pthread_mutex_unlock(&s->lock);
+}
+
+void opal_symbolizer_set_max_debug_memory(struct opal_symbolizer *s, uint64_t bytes)
+{
+	pthread_mutex_lock(&s->lock);
+	s->max_debug = bytes;
+	while (bytes && s->debug_bytes > bytes && s->s_tail && s->s_tail != s->s_head)
+		evict_session(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int opal_symbolizer_flush(struct opal_symbolizer *s)
+{
+	pthread_mutex_lock(&s->lock);
+	int r = flush_rows(s);
+	pthread_mutex_unlock(&s->lock);
+	return r;
 }
 
 int opal_symbolizer_invalidate_file(struct opal_symbolizer *s, const opal_file_id *id)
 {
 	pthread_mutex_lock(&s->lock);
-	opal_sym_memcache_drop_file(s->mem, id);
-	int r = s->cache ? opal_cache_invalidate_file(s->cache, id) : 0;
+	int r = drop_cached(s, id);
 	pthread_mutex_unlock(&s->lock);
 	return r;
 }
@@ -670,11 +840,8 @@ int opal_symbolizer_debug_data_changed(struct opal_symbolizer *s, const uint8_t 
 int opal_symbolizer_put_remote(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
 			       const struct opal_sym_result *r)
 {
-	int err = 0;
 	pthread_mutex_lock(&s->lock);
-	opal_sym_memcache_put(s->mem, id, addr, r);
-	if (s->cache)
-		err = opal_cache_put_frames(s->cache, id, addr, r);
+	int err = store(s, id, addr, r, true);
 	pthread_mutex_unlock(&s->lock);
 	return err;
 }

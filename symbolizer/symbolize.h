@@ -24,12 +24,21 @@ struct opal_sym_frame {
 	bool inlined;
 };
 
+struct opal_sym_shared;
+
 struct opal_sym_result {
 	size_t n;                       /* 0: unresolved (keep mapping+address) */
 	struct opal_sym_frame *frames;  /* n entries, heap; free with opal_sym_result_free */
 	char *module;                   /* kernel: module name ("" for vmlinux), else NULL */
+	/* NULL when frames, strings and module are owned by this result;
+	 * else they live in this shared read-only block (the in-memory
+	 * cache's entry, sym_result.h) of which the result holds one
+	 * reference: read them, never change or free them one by one. */
+	struct opal_sym_shared *shared;
 };
 
+/* Frees what `r` owns, or drops its reference to a shared block; leaves
+ * `r` empty. Safe on an empty result and on NULL. */
 void opal_sym_result_free(struct opal_sym_result *r);
 
 /* Quality of what was found for a file, best last (stored in SQLite). */
@@ -45,10 +54,35 @@ struct opal_symbolizer;
 
 /* Creates a symbolizer; `cache` may be NULL (no persistence) and is
  * borrowed. `max_open_files` bounds the libdwfl handles kept open (LRU;
- * 0 is taken as 1).
+ * 0 is taken as 1); their memory is bounded by
+ * OPAL_SYM_DEFAULT_DEBUG_MEMORY until opal_symbolizer_set_max_debug_memory.
  * Returns NULL with errno set on failure. */
 struct opal_symbolizer *opal_symbolizer_new(struct opal_cache *cache, size_t max_open_files);
+/* Writes the queued SQLite rows (opal_symbolizer_flush), then frees. The
+ * cache must still be open. */
 void opal_symbolizer_free(struct opal_symbolizer *s);
+
+/* Bound on the memory of the open libdwfl sessions together, in bytes, as
+ * opal_dwfl_memory() estimates it (debug sections mapped or decompressed,
+ * line tables libdw parsed): when a lookup takes the sum over it, the
+ * least recently used other sessions are closed until it fits; the
+ * session in use stays open even when it alone is larger. 0 removes the
+ * bound (max_open_files still applies). Applies at once. */
+#define OPAL_SYM_DEFAULT_DEBUG_MEMORY (1ull << 30)
+void opal_symbolizer_set_max_debug_memory(struct opal_symbolizer *s, uint64_t bytes);
+
+/* Frame rows bound for SQLite are queued (at most OPAL_SYM_WRITE_ROWS rows
+ * or OPAL_SYM_WRITE_BYTES bytes, counting the frames they reference,
+ * which are shared with the in-memory cache; written when full) and
+ * written in one transaction per flush: one transaction per row cost
+ * ~200 us a row. Call after a batch of lookups (an interval, a request);
+ * lookups still see queued rows through the in-memory cache. While the
+ * caller holds opal_cache_begin's transaction rows are written at once,
+ * into it. Returns 0 or the cache's -errno (the rows are then dropped:
+ * it is a cache). */
+#define OPAL_SYM_WRITE_ROWS  65536
+#define OPAL_SYM_WRITE_BYTES (32u << 20)
+int opal_symbolizer_flush(struct opal_symbolizer *s);
 
 /* Registers the ELF file `fd` (the symbolizer takes ownership of fd) under
  * `id`. `build_id` (len bytes, may be 0) and `path` (may be NULL) are
@@ -62,7 +96,10 @@ bool opal_symbolizer_has_file(struct opal_symbolizer *s, const opal_file_id *id)
 
 /* Symbolizes ELF virtual address `vaddr` of file `id`. When `return_address`
  * is true the lookup uses vaddr - 1 (a return address points after its
- * call). Fills `out` (n may be 0: unresolved, which is not an error).
+ * call). Fills `out` (n may be 0: unresolved, which is not an error);
+ * an answer from the in-memory cache is a shared read-only view
+ * (out->shared set, no copy): treat `out` as const and release it with
+ * opal_sym_result_free, from any thread. Thread-safe.
  * Returns 0, -ENOENT when no descriptor or cache entry exists for `id`
  * (ask the collector for the file again), or -errno. */
 int opal_symbolize_native(struct opal_symbolizer *s, const opal_file_id *id, uint64_t vaddr,
@@ -94,6 +131,8 @@ int opal_symbolizer_file_quality(struct opal_symbolizer *s, const opal_file_id *
  * to stay within max_open_files). */
 struct opal_symbolizer_stats {
 	uint64_t mem_hits, cache_hits, misses, unresolved, files_open, files_evicted;
+	uint64_t debug_bytes;       /* opal_dwfl_memory() of the open sessions, summed */
+	uint64_t rows_pending;      /* SQLite rows queued, not yet written */
 };
 void opal_symbolizer_stats(struct opal_symbolizer *s, struct opal_symbolizer_stats *out);
 
@@ -140,7 +179,8 @@ int opal_symbolizer_debug_data_changed(struct opal_symbolizer *s, const uint8_t 
 
 /* Stores frames found elsewhere (the upstream symbolizer) for lookup
  * address `addr` of `id` (the address actually looked up, after any -1),
- * replacing what the memory and SQLite caches held. Returns 0 or -errno. */
+ * replacing what the memory and SQLite caches held (the SQLite row goes
+ * through the write queue: opal_symbolizer_flush). Returns 0 or -errno. */
 int opal_symbolizer_put_remote(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
 			       const struct opal_sym_result *r);
 

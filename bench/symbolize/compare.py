@@ -4,18 +4,19 @@ eu-addr2line's, after normalizing names and paths, and puts every
 difference into an explanation category.
 
 usage: compare.py --opal OPAL.tsv [--llvm LLVM.json] [--eu EU.txt]
-                  --symbols ELF [--symbols ELF ...] --details OUT.txt
+                  --symbols ELF [--symbols ELF ...] [--binary ELF] --details OUT.txt
 
   OPAL.tsv   bench_symbolize --answers output (one line per frame)
   LLVM.json  llvm-symbolizer --inlines --output-style=JSON output
   EU.txt     eu-addr2line -a -i -f -C -A output
   --symbols  ELF files whose .symtab/.dynsym tell which names are aliases
              (the binary and its debug file)
+  --binary   the binary alone: names only its debug file has are told apart
 
 Prints, per tool, how many addresses agree and a table of the differing
-ones by category with the category's explanation; writes every differing
-address with both answers to --details. Exit status 0 unless the inputs
-cannot be read.
+ones by category with the category's explanation and how often the third
+tool sides with opal there; writes every differing address with both
+answers to --details. Exit status 0 unless the inputs cannot be read.
 
 Normalization: paths go through os.path.normpath; "??"/empty become
 unknown; names lose surrounding blanks and symbol versions ("@GLIBC_2.2.5").
@@ -29,44 +30,61 @@ import re
 import subprocess
 import sys
 
-# Category -> explanation, in the order the table prints them.
+# Category -> explanation, in the order the table prints them. The first
+# five are the same function under another spelling of its name.
 CATEGORIES = collections.OrderedDict([
     ("alias",
-     "same function, another of its names: llvm-symbolizer names the outermost "
-     "frame after an ELF symbol at the function's address (e.g. "
-     "register_printf_function), opal and eu-addr2line after the DWARF "
-     "subprogram (__register_printf_function); both names are symbols of one "
-     "address"),
-    ("qualification",
-     "same function, one tool prints the enclosing namespaces/classes "
-     "(ns::f) and the other only DW_AT_name (f): eu-addr2line does not qualify "
-     "functions without a linkage name (internal linkage in C++)"),
+     "same code, another of its names: llvm-symbolizer names the outermost "
+     "frame after an ELF symbol at the address (e.g. register_printf_function), "
+     "opal and eu-addr2line after the DWARF subprogram (e.g. "
+     "__register_printf_function); both are symbols of one address (ELF "
+     "aliases, or functions GCC's identical code folding merged)"),
+    ("clone",
+     "same function, one name carries GCC's clone suffix (.isra.0, "
+     ".constprop.0, .cold), which only the symbol table has"),
     ("parameters",
      "same function and scope, one name carries the parameter list or "
-     "template arguments and the other not"),
-    ("symbol-only",
-     "no DWARF function holds the address (assembly, or code without "
-     "subprogram DIEs): opal and eu-addr2line name the ELF symbol, "
-     "llvm-symbolizer too, but they differ in the source line they attach "
-     "(opal keeps the line table row of the unit, llvm-symbolizer 14 gives "
-     "none when no subprogram covers the address)"),
-    ("unresolved-other",
-     "opal names the address, the other tool finds nothing (e.g. "
-     "eu-addr2line does not find units without .debug_aranges, or an address "
-     "between functions named by the symbol table only)"),
-    ("unresolved-opal",
-     "the other tool names the address, opal does not (opal names a symbol "
-     "only inside its st_size, never the gap after it)"),
+     "template arguments and the other not (a function without linkage name "
+     "in DWARF is named by DW_AT_name)"),
+    ("qualification",
+     "same function, one tool prints the enclosing namespaces/classes "
+     "(ns::f) and the other only DW_AT_name (f): llvm-symbolizer and "
+     "eu-addr2line do not qualify functions without a linkage name (inlined "
+     "static helpers, internal linkage)"),
+    ("symtab-name",
+     "the outermost frame: the other tool's name is the ELF symbol holding "
+     "the address, opal's the DWARF subprogram's; they differ where GCC's "
+     "identical code folding (-fipa-icf, on at -O2) merged functions with "
+     "equal bodies under one symbol"),
+    ("debug-symtab-name",
+     "no DWARF subprogram holds the address (assembly, libgcc soft-float "
+     "code): opal names the symbol from the debug file's .symtab; "
+     "llvm-symbolizer 14 looks only at the binary's own symbol table "
+     "(.dynsym in a stripped library) and prints ?? or nothing"),
+    ("shorter-chain",
+     "the other tool lists fewer frames, the ones it lists agree with opal's "
+     "innermost: eu-addr2line stops after an inlined frame and names its "
+     "caller only in the 'inlined at ... in CALLER' text"),
     ("inline-depth",
-     "the tools give inline chains of different lengths"),
+     "inline chains of different lengths (the bracket tells whether the "
+     "third tool sides with opal)"),
     ("line",
-     "same functions, another source line for one frame (line-table row "
-     "choice at sequence ends or for call sites)"),
+     "same functions, another source line for one frame"),
     ("file",
      "same functions and lines, another source file path"),
+    ("unresolved-other",
+     "opal names the address, the other tool finds nothing"),
+    ("unresolved-opal",
+     "the other tool names the address, opal does not"),
     ("name",
      "function names that none of the rules above relates"),
 ])
+
+# Different spellings of one function: the third tool agreeing with opal
+# on these still counts as agreeing.
+SAME_FUNCTION = {None, "alias", "clone", "parameters", "qualification", "symtab-name"}
+
+CLONE = re.compile(r"(\s*(\(\.[A-Za-z_]+(\.\d+)?\)|\[clone \.[^\]]+\]|\.(isra|constprop|part|cold|lto_priv)(\.\d+)?))+$")
 
 
 def norm_path(p):
@@ -151,28 +169,37 @@ def read_eu(path):
 
 
 def read_symbols(paths):
-    """name -> set of addresses, from readelf -sW of every file."""
-    syms = collections.defaultdict(set)
+    """Demangled name (and its base name) -> list of (value, size)."""
+    syms = collections.defaultdict(list)
     for p in paths:
-        out = subprocess.run(["readelf", "-sW", "--wide", p], capture_output=True,
+        out = subprocess.run(["readelf", "-sW", "-C", p], capture_output=True,
                              text=True).stdout
         for line in out.splitlines():
-            f = line.split()
+            f = line.split(None, 7)
             if len(f) < 8 or not f[0].endswith(":") or f[6] == "UND":
                 continue
             if f[3] not in ("FUNC", "IFUNC", "NOTYPE"):
                 continue
             try:
                 value = int(f[1], 16)
+                size = int(f[2], 16) if f[2].startswith("0x") else int(f[2])
             except ValueError:
                 continue
-            syms[norm_name(f[7])].add(value)
+            name = strip_clone(norm_name(f[7]))
+            syms[name].append((value, size))
+            b = base_name(name)
+            if b != name:
+                syms[b].append((value, size))
     return syms
+
+
+def strip_clone(n):
+    return CLONE.sub("", n) if n else n
 
 
 def base_name(n):
     """Name without parameter list, cv-qualifiers and template arguments."""
-    n = re.sub(r"\s*(const|volatile|&|&&)\s*$", "", n)
+    n = re.sub(r"\s*(const|volatile|&|&&)\s*$", "", strip_clone(n))
     depth = 0
     out = []
     for ch in n:
@@ -185,44 +212,61 @@ def base_name(n):
     return "".join(out).strip()
 
 
-def names_category(a, b, syms):
+def symbol_values(name, syms):
+    n = strip_clone(name)
+    return syms.get(n) or syms.get(base_name(n)) or []
+
+
+def covers(name, addr, syms):
+    return any(v <= addr < v + max(sz, 1) for v, sz in symbol_values(name, syms))
+
+
+def names_category(a, b, syms, addr, outermost):
     if a == b:
         return None
-    if a and b:
-        sa, sb = syms.get(a, set()), syms.get(b, set())
-        if sa & sb:
-            return "alias"
-        ba, bb = base_name(a), base_name(b)
-        if ba == bb:
-            return "parameters"
-        if ba.endswith("::" + bb) or bb.endswith("::" + ba):
-            return "qualification"
+    if not a or not b:
+        return "name"
+    if strip_clone(a) == strip_clone(b):
+        return "clone"
+    ba, bb = base_name(a), base_name(b)
+    if ba == bb:
+        return "parameters"
+    if ba.endswith("::" + bb) or bb.endswith("::" + ba):
+        return "qualification"
+    va = {v for v, _ in symbol_values(a, syms)}
+    vb = {v for v, _ in symbol_values(b, syms)}
+    if va & vb:
+        return "alias"
+    if outermost and covers(b, addr, syms) and not covers(a, addr, syms):
+        return "symtab-name"
     return "name"
 
 
-def classify(ours, theirs, syms):
+def classify(addr, ours, theirs, syms, binary_names):
     """Category of the first difference between two frame lists, or None."""
     if not ours and not theirs:
         return None
-    if not theirs:
-        return "unresolved-other"
     if not ours:
         return "unresolved-opal"
+    only_symbol = len(ours) == 1 and ours[0][0] and ours[0][0] not in binary_names
+    if not theirs or (len(theirs) == 1 and theirs[0][0] is None):
+        if only_symbol and (not theirs or theirs[0][1:3] == ours[0][1:3]):
+            return "debug-symtab-name"
+        return "unresolved-other"
     if len(ours) != len(theirs):
-        # One frame each side with the same function: the symbol fallback.
+        n = min(len(ours), len(theirs))
+        prefix = all(names_category(o[0], t[0], syms, addr, False) in SAME_FUNCTION and
+                     o[1:3] == t[1:3] for o, t in zip(ours[:n], theirs[:n]))
+        if prefix and len(theirs) < len(ours):
+            return "shorter-chain"
         return "inline-depth"
     first = None
     for i, (o, t) in enumerate(zip(ours, theirs)):
-        cat = names_category(o[0], t[0], syms)
-        if cat is None:
-            if o[1] != t[1] and o[2] == t[2]:
-                cat = "file"
-            elif o[2] != t[2] or o[1] != t[1]:
-                cat = "line"
-                if len(ours) == 1 and (o[2] == 0 or t[2] == 0):
-                    cat = "symbol-only"
-        if cat and not first:
-            first = cat
+        cat = names_category(o[0], t[0], syms, addr, i == len(ours) - 1)
+        if cat is None and o[1:3] != t[1:3]:
+            cat = "file" if o[2] == t[2] else "line"
+        if cat and (not first or (first in SAME_FUNCTION and cat not in SAME_FUNCTION)):
+            first = cat   # the most serious difference of the chain
     return first
 
 
@@ -232,17 +276,35 @@ def fmt(frames):
     return " <- ".join("%s at %s:%d" % (f[0] or "??", f[1] or "??", f[2]) for f in frames)
 
 
+def binary_symbol_names(path):
+    """Demangled names of the binary's own .symtab/.dynsym."""
+    if not path:
+        return set()
+    out = subprocess.run(["readelf", "-sW", "-C", path], capture_output=True, text=True).stdout
+    names = set()
+    for line in out.splitlines():
+        f = line.split(None, 7)
+        if len(f) == 8 and f[0].endswith(":") and f[6] != "UND":
+            n = norm_name(f[7])
+            names.add(n)
+            names.add(strip_clone(n))
+            names.add(base_name(n))
+    return names
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--opal", required=True)
     ap.add_argument("--llvm")
     ap.add_argument("--eu")
     ap.add_argument("--symbols", action="append", default=[])
+    ap.add_argument("--binary", help="the ELF itself (its own symbol table)")
     ap.add_argument("--details", required=True)
     args = ap.parse_args()
 
     opal = read_opal(args.opal)
     syms = read_symbols(args.symbols)
+    binary_names = binary_symbol_names(args.binary)
     others = []
     if args.llvm:
         others.append(("llvm-symbolizer", read_llvm(args.llvm)))
@@ -251,7 +313,10 @@ def main():
 
     with open(args.details, "w") as det:
         for tool, ans in others:
+            third = [(t, a) for t, a in others if t != tool]
             counts = collections.Counter()
+            backed = collections.Counter()
+            checked = collections.Counter()
             examples = {}
             compared = 0
             det.write("### opal vs %s\n" % tool)
@@ -259,21 +324,35 @@ def main():
                 if addr not in ans:
                     continue
                 compared += 1
-                cat = classify(ours, ans[addr], syms)
+                cat = classify(addr, ours, ans[addr], syms, binary_names)
                 if cat is None:
                     continue
                 counts[cat] += 1
                 examples.setdefault(cat, addr)
-                det.write("0x%x\t%s\n\topal: %s\n\t%s: %s\n" %
-                          (addr, cat, fmt(ours), tool, fmt(ans[addr])))
-            same = compared - sum(counts.values())
-            print("opal vs %s: %d addresses compared, %d identical after "
-                  "normalization (%.2f%%), %d differ" %
-                  (tool, compared, same, 100.0 * same / max(compared, 1),
-                   sum(counts.values())))
+                note = ""
+                for t, a in third:
+                    if addr in a:
+                        checked[cat] += 1
+                        agree = classify(addr, ours, a[addr], syms, binary_names) in SAME_FUNCTION
+                        backed[cat] += agree
+                        note = "\t(%s %s)" % (t, "gives opal's answer" if agree else "differs from opal too")
+                det.write("0x%x\t%s%s\n\topal: %s\n\t%s: %s\n" %
+                          (addr, cat, note, fmt(ours), tool, fmt(ans[addr])))
+            n_diff = sum(counts.values())
+            same = compared - n_diff
+            spelled = sum(counts[c] for c in SAME_FUNCTION if c)
+            print("opal vs %s: %d addresses compared: %d identical after normalization, "
+                  "%d the same functions spelled differently, %d other differences" %
+                  (tool, compared, same, spelled, n_diff - spelled))
             for cat, text in CATEGORIES.items():
-                if counts[cat]:
-                    print("  %-17s %7d  e.g. 0x%x: %s" % (cat, counts[cat], examples[cat], text))
+                if not counts[cat]:
+                    continue
+                who = ""
+                if checked[cat]:
+                    who = " [%s gives opal's answer, up to spelling, on %d of %d]" % (
+                        third[0][0], backed[cat], checked[cat])
+                print("  %-17s %7d  e.g. 0x%x%s\n  %19s %s" %
+                      (cat, counts[cat], examples[cat], who, "", text))
     return 0
 
 

@@ -15,15 +15,16 @@
 # of the answers (bench/symbolize/compare.py: every difference is written
 # with its category to DIR/bench/symbolize/<file>.differences).
 #
-# Times are the best of --runs runs (default 3) for opal and
-# llvm-symbolizer; eu-addr2line runs once, and on the C++ program only on
+# Times are the best of --runs runs (default 5) for opal and
+# llvm-symbolizer, which take turns so that both see the same machine
+# load; eu-addr2line runs once, and on the C++ program only on
 # the first --eu-cxx addresses (default 3,000: it walks the unit's DIEs per
-# address, ~5 ms each there), its time scaled to 100,000 and marked "*".
+# address, ~4 ms each there), its time scaled to 100,000 and marked "*".
 # The C++ program is built once into DIR/bench/symbolize/cxx (a few
 # minutes on 2 cores) and reused while its generated sources are unchanged.
 set -euo pipefail
 
-BUILD=build RUNS=3 EU_CXX=3000 BUDGET=0 N=100000
+BUILD=build RUNS=5 EU_CXX=3000 BUDGET=0 N=100000
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--build) BUILD=$2; shift 2 ;;
@@ -40,8 +41,8 @@ cd "$root"
 out=$BUILD/bench/symbolize
 mkdir -p "$out"
 die() { echo "run.sh: $*" >&2; exit 1; }
-for t in llvm-symbolizer eu-addr2line g++ python3 readelf /usr/bin/time; do
-	command -v "$t" >/dev/null || die "$t is missing (apt-get install llvm elfutils g++ python3 binutils time)"
+for t in llvm-symbolizer eu-addr2line g++ python3 readelf; do
+	command -v "$t" >/dev/null || die "$t is missing (apt-get install llvm elfutils g++ python3 binutils)"
 done
 
 make -s BUILD="$BUILD" bench-symbolize
@@ -81,10 +82,14 @@ val() { grep -h "^$1=" "$2" | cut -d= -f2 | head -1; }
 
 # time_cmd OUTFILE INPUT CMD...: wall seconds and max RSS (KiB) of one run
 time_cmd() {
-	local o=$1 in=$2
-	shift 2
-	/usr/bin/time -f "%e %M" -o "$out/time.tmp" "$@" < "$in" > "$o"
-	cat "$out/time.tmp"
+	python3 -c '
+import resource, subprocess, sys, time
+with open(sys.argv[1]) as i, open(sys.argv[2], "w") as o:
+    t = time.monotonic()
+    subprocess.run(sys.argv[3:], stdin=i, stdout=o, check=True)
+    t = time.monotonic() - t
+print("%.3f %d" % (t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+' "$2" "$1" "${@:3}"
 }
 
 budget_opt=()
@@ -94,13 +99,21 @@ declare -A R
 for name in libc cxx; do
 	if [ $name = libc ]; then elf=$libc; syms=(--symbols "$libc" --symbols "$libc_dbg")
 	else elf=$cxx; syms=(--symbols "$cxx"); fi
+	syms+=(--binary "$elf")
 	addrs=$out/$name.addrs
-	echo "run.sh: $name: opal" >&2
+	# opal and llvm-symbolizer take turns, so that both see the same load.
+	echo "run.sh: $name: opal and llvm-symbolizer --inlines, $RUNS runs each" >&2
+	lt=
 	for i in $(seq 1 "$RUNS"); do
 		ans=()
 		[ "$i" = 1 ] && ans=(--answers "$out/$name.opal.tsv")
 		"$driver" "${budget_opt[@]}" "${ans[@]}" "$elf" "$addrs" > "$out/$name.opal.$i"
+		t=$(time_cmd "$out/$name.llvm.json" "$addrs" \
+			llvm-symbolizer --inlines --output-style=JSON --obj="$elf")
+		lt+="${t%% *} "
+		R[$name.llvm_rss]=${t##* }
 	done
+	R[$name.llvm]=$(printf '%s\n' $lt | sort -g | head -1)
 	"$driver" "${budget_opt[@]}" --sqlite "$out/$name.db" "$elf" "$addrs" > "$out/$name.sqlite"
 	rm -f "$out/$name.db" "$out/$name.db-wal" "$out/$name.db-shm"
 	R[$name.cold]=$(best cold_s "$out"/$name.opal.[0-9]*)
@@ -110,16 +123,6 @@ for name in libc cxx; do
 	R[$name.frames]=$(val frames "$out/$name.opal.1")
 	R[$name.cold_sql]=$(val cold_s "$out/$name.sqlite")
 	R[$name.restart]=$(val restart_s "$out/$name.sqlite")
-
-	echo "run.sh: $name: llvm-symbolizer --inlines" >&2
-	lt=
-	for i in $(seq 1 "$RUNS"); do
-		t=$(time_cmd "$out/$name.llvm.json" "$addrs" \
-			llvm-symbolizer --inlines --output-style=JSON --obj="$elf")
-		lt+="${t%% *} "
-		R[$name.llvm_rss]=${t##* }
-	done
-	R[$name.llvm]=$(printf '%s\n' $lt | sort -g | head -1)
 
 	echo "run.sh: $name: eu-addr2line -i" >&2
 	euin=$addrs

@@ -53,10 +53,12 @@ wait_for_exit() {
 	wait_rc=$?
 }
 
-wait_for_socket() {   # PATH PID
+# The socket is bound before the sandbox is applied: a daemon is ready
+# (sandboxed, signal handlers in place) once it logs "listening on".
+wait_for_socket() {   # PATH PID LOG
 	local i
-	for ((i = 0; i < 100; i++)); do
-		[ -S "$1" ] && return 0
+	for ((i = 0; i < 300; i++)); do
+		[ -S "$1" ] && grep -q 'listening on' "$3" && return 0
 		kill -0 "$2" 2>/dev/null || return 1
 		sleep 0.1
 	done
@@ -89,7 +91,7 @@ mkdir -p "$tmp/run"
 	--user nobody >"$tmp/sym.log" 2>&1 &
 sym=$!
 pids+=("$sym")
-if ! wait_for_socket "$sock" "$sym"; then
+if ! wait_for_socket "$sock" "$sym" "$tmp/sym.log"; then
 	fail "symbolizer starts as root with --user nobody" "no socket; log: $(tail -n 5 "$tmp/sym.log")"
 	finish
 fi
@@ -205,7 +207,7 @@ setpriv --reuid nobody --regid "$nobody_gid" --clear-groups \
 	>"$tmp/user.log" 2>&1 &
 usym=$!
 pids+=("$usym")
-if wait_for_socket "$usock" "$usym"; then
+if wait_for_socket "$usock" "$usym" "$tmp/user.log"; then
 	[ "$(status_field "$usym" Seccomp)" = 2 ] && [ "$(status_field "$usym" NoNewPrivs)" = 1 ] &&
 		[ "$(status_field "$usym" CapEff)" = 0000000000000000 ] &&
 		grep -q 'sandbox: seccomp allow-list; Landlock ABI' "$tmp/user.log" &&

@@ -1,5 +1,5 @@
-/* Unit tests of collector/options.c (command line) and collector/cpus.c
- * (cpulist parsing). */
+/* Unit tests of collector/options.c (command line, config file, --help,
+ * SIGHUP reload) and collector/cpus.c (cpulist parsing). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,11 +44,11 @@ static void test_defaults(void **state)
 	char *out, *err;
 
 	assert_int_equal(parse(&o, &out, &err, NULL), 0);
-	assert_string_equal(o.socket_path, "/run/opal/collector.sock");
-	assert_int_equal(o.frequency_hz, 20);
-	assert_int_equal(o.interval_s, 5);
-	assert_int_equal(o.buffer_bytes, 16u << 20);
-	assert_int_equal(o.max_fds, 4096);
+	assert_string_equal(o.socket_path, OPAL_DEFAULT_SOCKET);
+	assert_int_equal(o.frequency_hz, OPAL_DEFAULT_FREQUENCY);
+	assert_int_equal(o.interval_s, OPAL_DEFAULT_INTERVAL);
+	assert_int_equal(o.buffer_bytes, OPAL_DEFAULT_BUFFER_BYTES);
+	assert_int_equal(o.max_fds, OPAL_DEFAULT_MAX_FDS);
 	assert_false(o.include_self);
 	assert_false(o.verbose);
 	free(out);
@@ -91,16 +91,20 @@ static void expect_bad(const char *opt, const char *val, const char *msg_part)
 static void test_bad_values(void **state)
 {
 	(void)state;
-	expect_bad("--frequency", "0", "--frequency");
-	expect_bad("--frequency", "100001", "--frequency");
-	expect_bad("--frequency", "20x", "--frequency");
-	expect_bad("--frequency", "-5", "--frequency");
-	expect_bad("--frequency", " 5", "--frequency");
-	expect_bad("--interval", "0", "--interval");
-	expect_bad("--interval", "3601", "--interval");
-	expect_bad("--buffer-bytes", "1000", "--buffer-bytes");
-	expect_bad("--max-fds", "3", "--max-fds");
-	expect_bad("--socket", "", "--socket");
+	expect_bad("--frequency", "0", "frequency: '0' (from command line) is not a number in "
+		   "[1, 100000]");
+	expect_bad("--frequency", "100001", "frequency");
+	expect_bad("--frequency", "20x", "frequency");
+	expect_bad("--frequency", "-5", "frequency");
+	expect_bad("--frequency", " 5", "frequency");
+	expect_bad("--interval", "0", "interval");
+	expect_bad("--interval", "3601", "interval");
+	expect_bad("--buffer-bytes", "1000", "buffer-bytes");
+	expect_bad("--max-fds", "3", "max-fds");
+	expect_bad("--socket", "", "socket: '' is not a path");
+	expect_bad("--socket", "/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "shorter than 108 bytes");
+	expect_bad("--frequency", NULL, "needs a value");
 	expect_bad("--bogus", NULL, "unknown option");
 	expect_bad("extra", NULL, "unexpected argument");
 }
@@ -111,17 +115,115 @@ static void test_help_lists_options_with_defaults(void **state)
 	struct opal_collector_options o;
 	char *out, *err;
 	static const char *const want[] = {
-		"--socket PATH", "default /run/opal/collector.sock", "--frequency HZ", "default 20",
-		"--interval SECONDS", "default 5", "--include-self", "--verbose", "--help",
-		"--buffer-bytes", "default 16777216", "--max-fds", "default 4096",
+		"--socket PATH", "default: /run/opal/collector.sock", "--frequency HZ",
+		"default: 20;", "--interval SECONDS", "default: 5;", "--include-self", "--verbose",
+		"--help", "--buffer-bytes BYTES", "default: 16m;", "--max-fds N", "default: 4096;",
+		"--config FILE", "env: OPAL_COLLECTOR_CONFIG", "range: 1..100000",
 	};
 
 	assert_int_equal(parse(&o, &out, &err, "--help", NULL), 1);
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (!strstr(out, want[i]))
 			fail_msg("--help lacks \"%s\":\n%s", want[i], out);
+	/* exactly the reloadable ones say so, on their own entry */
+	const char *iv = strstr(out, "--interval"), *fq = strstr(out, "--frequency");
+	assert_non_null(strstr(iv, "reloadable on SIGHUP"));
+	assert_true(strstr(iv, "reloadable on SIGHUP") < strstr(iv, "--buffer-bytes"));
+	assert_true(strstr(fq, "reloadable on SIGHUP") > strstr(fq, "--interval"));
 	free(out);
 	free(err);
+}
+
+static char cfg_path[64];
+
+static void write_config(const char *text)
+{
+	if (!cfg_path[0]) {
+		strcpy(cfg_path, "/tmp/opal-collector-conf.XXXXXX");
+		int fd = mkstemp(cfg_path);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	FILE *f = fopen(cfg_path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Config file below environment variable below flags; the file named by
+ * OPAL_COLLECTOR_CONFIG when --config is absent. */
+static void test_config_file(void **state)
+{
+	(void)state;
+	struct opal_collector_options o;
+	char *out, *err;
+
+	write_config("{\"frequency\": 99, \"interval\": 2, \"buffer-bytes\": \"1m\", "
+		     "\"include-self\": true}");
+	assert_int_equal(parse(&o, &out, &err, "--config", cfg_path, "--interval", "3", NULL), 0);
+	assert_int_equal(o.frequency_hz, 99);
+	assert_int_equal(o.interval_s, 3);
+	assert_int_equal(o.buffer_bytes, 1u << 20);
+	assert_true(o.include_self);
+	free(out);
+	free(err);
+
+	setenv(OPAL_COLLECTOR_CONFIG_ENV, cfg_path, 1);
+	assert_int_equal(parse(&o, &out, &err, NULL), 0);
+	assert_int_equal(o.interval_s, 2);
+	free(out);
+	free(err);
+
+	write_config("{\"frequency\": 0}");
+	assert_int_equal(parse(&o, &out, &err, NULL), -EINVAL);
+	assert_non_null(strstr(err, "frequency: '0' (from config file)"));
+	free(out);
+	free(err);
+	write_config("{\"sampling\": 1}");
+	assert_int_equal(parse(&o, &out, &err, NULL), -EINVAL);
+	assert_non_null(strstr(err, "unknown option \"sampling\""));
+	free(out);
+	free(err);
+	unsetenv(OPAL_COLLECTOR_CONFIG_ENV);
+}
+
+/* SIGHUP: verbose and interval change at run time; frequency, socket and
+ * the other options keep their running values; a broken file changes
+ * nothing. */
+static void test_reload(void **state)
+{
+	(void)state;
+	struct opal_collector_options o, before;
+	char *out, *err;
+	char *argv[] = { "opal-collector", "--config", cfg_path, "--max-fds", "64", NULL };
+
+	write_config("{\"frequency\": 49, \"interval\": 5}");
+	assert_int_equal(parse(&o, &out, &err, "--config", cfg_path, "--max-fds", "64", NULL), 0);
+	free(out);
+	free(err);
+	before = o;
+
+	/* unchanged file: nothing applied */
+	assert_int_equal(opal_options_reload(5, argv, &o), 0);
+	assert_memory_equal(&o, &before, sizeof(o));
+
+	write_config("{\"frequency\": 99, \"interval\": 1, \"verbose\": true, "
+		     "\"socket\": \"/tmp/other.sock\", \"max-fds\": 128}");
+	assert_int_equal(opal_options_reload(5, argv, &o), 2);
+	assert_int_equal(o.interval_s, 1);
+	assert_true(o.verbose);
+	assert_int_equal(o.frequency_hz, 49);                 /* needs a restart */
+	assert_string_equal(o.socket_path, "/run/opal/collector.sock");
+	assert_int_equal(o.max_fds, 64);                      /* the flag still wins */
+
+	write_config("{\"interval\": 0}");
+	before = o;
+	assert_int_equal(opal_options_reload(5, argv, &o), -EINVAL);
+	assert_memory_equal(&o, &before, sizeof(o));
+	write_config("{not json");
+	assert_int_equal(opal_options_reload(5, argv, &o), -EINVAL);
+	assert_memory_equal(&o, &before, sizeof(o));
+	unlink(cfg_path);
 }
 
 static void test_cpulist(void **state)
@@ -173,6 +275,8 @@ int main(void)
 		cmocka_unit_test(test_all_options),
 		cmocka_unit_test(test_bad_values),
 		cmocka_unit_test(test_help_lists_options_with_defaults),
+		cmocka_unit_test(test_config_file),
+		cmocka_unit_test(test_reload),
 		cmocka_unit_test(test_cpulist),
 		cmocka_unit_test(test_online_cpus),
 	};

@@ -276,11 +276,20 @@ static int translate(struct fx *x, pid_t pid, const uint64_t *k, int nk, const u
 	ev.kind = OPAL_EVENT_SAMPLE;
 	ev.pid = ev.tid = (uint32_t)pid;
 	ev.kstack_n = nk;
-	ev.ustack_n = nu;
 	for (int i = 0; i < nk; i++)
 		ev.kstack[i] = k[i];
-	for (int i = 0; i < nu && i < OPAL_MAX_STACK_DEPTH; i++)
+	if (nu < 0) {   /* no user registers: an error frame */
+		ev.ustack_n = 1;
+		ev.ustack[0] = OPAL_UERR_NO_REGS;
+		ev.uflags[0] = OPAL_UFRAME_ERROR;
+	} else {
+		ev.ustack_n = nu;
+	}
+	/* a walk: the interrupted PC, then return addresses */
+	for (int i = 0; i < nu && i < OPAL_USTACK_SLOTS; i++) {
 		ev.ustack[i] = u[i];
+		ev.uflags[i] = i > 0 ? OPAL_UFRAME_RETURN : 0;
+	}
 	return opal_translate_sample(&x->procs, &ev, &p, &x->stack);
 }
 
@@ -507,20 +516,33 @@ static void test_truncated_and_unreadable_stacks(void **state)
 {
 	(void)state;
 	struct fx *x = fx_new(16, 16, false);
-	static uint64_t deep[OPAL_MAX_STACK_DEPTH];
+	static uint64_t deep[OPAL_USTACK_SLOTS];
 
-	for (int i = 0; i < OPAL_MAX_STACK_DEPTH; i++)
+	/* the unwinder's truncation frame after OPAL_MAX_USER_FRAMES frames */
+	for (int i = 0; i < OPAL_MAX_USER_FRAMES; i++)
 		deep[i] = BASE + 0x1700 + (uint64_t)i;
-	assert_int_equal(translate(x, 100, NULL, 0, deep, OPAL_MAX_STACK_DEPTH), 0);
-	assert_int_equal(x->stack.n_frames, OPAL_MAX_STACK_DEPTH + 1);
-	expect_frame(&x->stack.frames[OPAL_MAX_STACK_DEPTH - 1], NATIVE,
-		     0x1700 + OPAL_MAX_STACK_DEPTH - 1, true);
-	expect_frame(&x->stack.frames[OPAL_MAX_STACK_DEPTH], ERROR, E_TRUNCATED, false);
-	/* one frame short of the limit: complete, no error frame */
-	assert_int_equal(translate(x, 100, NULL, 0, deep, OPAL_MAX_STACK_DEPTH - 1), 0);
-	assert_int_equal(x->stack.n_frames, OPAL_MAX_STACK_DEPTH - 1);
+	assert_int_equal(translate(x, 100, NULL, 0, deep, OPAL_MAX_USER_FRAMES), 0);
+	assert_int_equal(x->stack.n_frames, OPAL_MAX_USER_FRAMES);
+	static struct opal_sample_event ev;
+	struct opal_proc *p;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = OPAL_EVENT_SAMPLE;
+	ev.pid = ev.tid = 100;
+	ev.ustack_n = OPAL_MAX_USER_FRAMES + 1;
+	for (int i = 0; i < OPAL_MAX_USER_FRAMES; i++) {
+		ev.ustack[i] = deep[i];
+		ev.uflags[i] = i > 0 ? OPAL_UFRAME_RETURN : 0;
+	}
+	ev.ustack[OPAL_MAX_USER_FRAMES] = OPAL_UERR_TRUNCATED;
+	ev.uflags[OPAL_MAX_USER_FRAMES] = OPAL_UFRAME_ERROR;
+	assert_int_equal(opal_translate_sample(&x->procs, &ev, &p, &x->stack), 0);
+	assert_int_equal(x->stack.n_frames, OPAL_MAX_USER_FRAMES + 1);
+	expect_frame(&x->stack.frames[OPAL_MAX_USER_FRAMES - 1], NATIVE,
+		     0x1700 + OPAL_MAX_USER_FRAMES - 1, true);
+	expect_frame(&x->stack.frames[OPAL_MAX_USER_FRAMES], ERROR, E_TRUNCATED, false);
+	assert_int_equal(x->ctr.frames_truncated, 1);
 
-	/* bpf_get_stack failed on the user stack */
+	/* no user registers */
 	uint64_t k[] = { 0xffffffff81000010 };
 	assert_int_equal(translate(x, 100, k, 1, NULL, -EFAULT), 0);
 	assert_int_equal(x->stack.n_frames, 2);

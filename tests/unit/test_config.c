@@ -314,6 +314,91 @@ static void test_changed(void **state)
 	opal_config_free(&spec, &b);
 }
 
+/* SIGHUP: reloadable options move from the new load into the running one
+ * (strings and lists swapped, sources too), others are listed as needing a
+ * restart and keep their value; value texts for the log lines. */
+static void test_apply_reload(void **state)
+{
+	struct opal_opt ropts[N_OPTS];
+	struct opal_config_spec rspec = spec;
+	struct conf cur, next;
+	enum opal_config_source cs[N_OPTS], ns[N_OPTS];
+	struct opal_config_plan plan;
+	char why[256], text[64];
+
+	(void)state;
+	clear_env();
+	memcpy(ropts, opts, sizeof(opts));
+	ropts[4].reloadable = true;   /* export */
+	ropts[6].reloadable = true;   /* otlp-headers */
+	ropts[6].secret = true;
+	rspec.opts = ropts;
+	memset(&cur, 0, sizeof(cur));
+	memset(&next, 0, sizeof(next));
+	char *a1[] = { "t", NULL };
+	char *a2[] = { "t", "--interval", "9", "--export", "otlp,otlp-logs", "--otlp-headers",
+		       "a=b", "--socket", "/x.sock", "--whole-run", NULL };
+	assert_int_equal(opal_config_load(&rspec, 1, a1, &cur, cs, why, sizeof(why)), 0);
+	assert_int_equal(opal_config_load(&rspec, 10, a2, &next, ns, why, sizeof(why)), 0);
+	opal_config_apply_reload(&rspec, &cur, cs, &next, ns, &plan);
+	assert_int_equal(plan.n_applied, 3);
+	assert_true(opal_config_plan_applied(&plan, "interval"));
+	assert_true(opal_config_plan_applied(&plan, "export"));
+	assert_true(opal_config_plan_applied(&plan, "otlp-headers"));
+	assert_false(opal_config_plan_applied(&plan, "socket"));
+	assert_int_equal(plan.n_restart, 2);
+	assert_string_equal(plan.restart[0]->name, "socket");
+	assert_string_equal(plan.restart[1]->name, "whole-run");
+	/* applied: new values and sources in cur, old ones in next */
+	assert_int_equal(cur.interval, 9);
+	assert_int_equal(next.interval, 5);
+	assert_int_equal(cur.exports.n, 2);
+	assert_string_equal(cur.exports.v[1], "otlp-logs");
+	assert_int_equal(next.exports.n, 1);
+	assert_string_equal(cur.headers, "a=b");
+	assert_null(next.headers);
+	assert_int_equal(cs[1], OPAL_SRC_FLAG);
+	assert_int_equal(cs[0], OPAL_SRC_DEFAULT);
+	/* not applied: cur keeps its value */
+	assert_string_equal(cur.socket, "/run/opal/t.sock");
+	assert_false(cur.whole_run);
+	/* log texts */
+	opal_config_value_text(&ropts[4], &cur, text, sizeof(text));
+	assert_string_equal(text, "otlp,otlp-logs");
+	opal_config_value_text(&ropts[6], &cur, text, sizeof(text));
+	assert_string_equal(text, "(hidden)");
+	opal_config_value_text(&ropts[6], &next, text, sizeof(text));
+	assert_string_equal(text, "(hidden)");
+	opal_config_value_text(&ropts[2], &cur, text, sizeof(text));
+	assert_string_equal(text, "67108864");
+	opal_config_value_text(&ropts[3], &next, text, sizeof(text));
+	assert_string_equal(text, "true");
+	opal_config_value_text(&ropts[0], &next, text, 4);
+	assert_string_equal(text, "/x.");   /* truncated, terminated */
+	opal_config_free(&rspec, &next);
+	/* a second reload with the same values changes nothing */
+	assert_int_equal(opal_config_load(&rspec, 10, a2, &next, ns, why, sizeof(why)), 0);
+	opal_config_apply_reload(&rspec, &cur, cs, &next, ns, &plan);
+	assert_int_equal(plan.n_applied, 0);
+	assert_int_equal(plan.n_restart, 2);
+	opal_config_free(&rspec, &next);
+	opal_config_free(&rspec, &cur);
+}
+
+/* The file a load would read: last --config, else the variable. */
+static void test_config_file(void **state)
+{
+	(void)state;
+	clear_env();
+	char *a1[] = { "t", "--config", "/a.json", "--socket", "--config", "--config=/b.json", NULL };
+	assert_string_equal(opal_config_file(&spec, 6, a1), "/b.json");
+	char *a2[] = { "t", "--interval", "3", NULL };
+	assert_null(opal_config_file(&spec, 3, a2));
+	setenv("OPAL_T_CONFIG", "/c.json", 1);
+	assert_string_equal(opal_config_file(&spec, 3, a2), "/c.json");
+	unsetenv("OPAL_T_CONFIG");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +407,8 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_changed),
+		cmocka_unit_test(test_apply_reload),
+		cmocka_unit_test(test_config_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,8 @@
  * every address of the fixtures' code (tests/fixtures/symbolize and
  * tests/fixtures/sym_index: `make fixtures`), and for a sample of libc's
  * addresses when libc6-dbg is installed; also under a pool budget small
- * enough to evict and to refuse units. */
+ * enough to evict and to refuse units. The symbol index is also held
+ * against dwfl_module_addrinfo on every code address directly. */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -19,9 +20,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <elfutils/libdwfl.h>
+
 #include "symbolizer/sym_dwfl.h"
 #include "symbolizer/sym_index.h"
 #include "symbolizer/sym_result.h"
+#include "symbolizer/sym_symtab.h"
 
 static char fixroot[PATH_MAX];
 
@@ -185,6 +189,27 @@ static void test_index_used(void **state)
 	assert_int_equal(after.bytes, before.bytes);
 }
 
+/* opal_dwfl_memory counts the DWARF sections from the start and the line
+ * tables libdw parses for the index as units get indexed. */
+static void test_session_memory(void **state)
+{
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/sym_index/multi", fixroot);
+	struct opal_dwfl_file *f = open_path(path);
+	size_t before = opal_dwfl_memory(f);
+	assert_true(before > 0);
+	struct span spans[32];
+	size_t ns = code_spans(path, spans, 32);
+	for (size_t s = 0; s < ns; s++)
+		for (uint64_t a = spans[s].lo; a < spans[s].hi; a++) {
+			struct opal_sym_result r;
+			assert_int_equal(opal_dwfl_lookup(f, a, &r), 0);
+			opal_sym_result_free(&r);
+		}
+	assert_true(opal_dwfl_memory(f) > before);
+	opal_dwfl_close(f);
+}
+
 /* Scopes nested deeper than the walk's bound: the unit is refused and its
  * addresses still get libdw's answers. */
 static void test_deep_unit_refused(void **state)
@@ -304,24 +329,30 @@ static void test_corrupt_dwarf(void **state)
 	}
 }
 
-/* libc through its libc6-dbg debug file (opened as the ELF itself: same
- * addresses, DWARF and full .symtab): 3,000 addresses spread over .text. */
-static void test_libc_sample(void **state)
+/* The path of libc's libc6-dbg debug file, false when not installed. */
+static bool libc_debug_file(char *path, size_t len)
 {
 	FILE *p = popen("readelf -n /lib/x86_64-linux-gnu/libc.so.6 2>/dev/null | "
 			"sed -n 's/.*Build ID: *//p'", "r");
 	char id[128] = "";
-	if (!p || !fgets(id, sizeof(id), p)) {
-		if (p)
-			pclose(p);
-		skip();
-	}
+	if (!p)
+		return false;
+	bool got = fgets(id, sizeof(id), p) != NULL;
 	pclose(p);
 	id[strcspn(id, "\n")] = '\0';
+	if (!got || strlen(id) < 4)
+		return false;
+	snprintf(path, len, "/usr/lib/debug/.build-id/%.2s/%s.debug", id, id + 2);
+	return access(path, R_OK) == 0;
+}
+
+/* libc through its libc6-dbg debug file (opened as the ELF itself: same
+ * addresses, DWARF and full .symtab): 3,000 addresses spread over .text. */
+static void test_libc_sample(void **state)
+{
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", id, id + 2);
-	if (strlen(id) < 4 || access(path, R_OK) != 0)
-		skip();   /* libc6-dbg not installed */
+	if (!libc_debug_file(path, sizeof(path)))
+		skip();
 	struct span spans[32];
 	size_t ns = code_spans(path, spans, 32);
 	assert_true(ns > 0);
@@ -344,17 +375,89 @@ static void test_libc_sample(void **state)
 	opal_dwfl_close(f);
 }
 
+static char *no_debuginfo_path;
+static const Dwfl_Callbacks plain_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = &no_debuginfo_path,
+};
+
+/* opal_symtab_lookup against dwfl_module_addrinfo on every code address
+ * of `path` (every `step`-th byte): the same symbol, except that a
+ * sizeless one is named only at its own address. */
+static void check_symtab(const char *path, uint64_t step)
+{
+	Dwfl *dwfl = dwfl_begin(&plain_callbacks);
+	assert_non_null(dwfl);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	Dwfl_Module *mod = dwfl_report_elf(dwfl, path, path, fd, 0, true);
+	assert_non_null(mod);
+	dwfl_report_end(dwfl, NULL, NULL);
+	struct opal_symtab *t;
+	assert_int_equal(opal_symtab_new(mod, &t), 0);
+	struct span spans[32];
+	size_t ns = code_spans(path, spans, 32), named = 0;
+	for (size_t s = 0; s < ns; s++)
+		for (uint64_t a = spans[s].lo; a < spans[s].hi + 4; a += step) {
+			GElf_Sym want, got;
+			GElf_Off want_off, got_off;
+			GElf_Word shndx;
+			Elf *elf;
+			Dwarf_Addr bias;
+			bool ask;
+			const char *w = dwfl_module_addrinfo(mod, a, &want_off, &want, &shndx, &elf,
+							     &bias);
+			const char *g = opal_symtab_lookup(t, a, &got, &got_off, &ask);
+			assert_false(ask);
+			if (w && want.st_size == 0 && want_off != 0)
+				w = NULL;   /* a sizeless symbol past its address */
+			if (!w != !g || (w && (strcmp(w, g) != 0 || want_off != got_off ||
+					       want.st_info != got.st_info ||
+					       want.st_size != got.st_size)))
+				fail_msg("%s 0x%lx: libdwfl names %s+%lu, the index %s+%lu", path,
+					 (unsigned long)a, w ? w : "nothing", (unsigned long)want_off,
+					 g ? g : "nothing", (unsigned long)got_off);
+			named += g != NULL;
+		}
+	assert_true(named > 0);
+	opal_symtab_free(t);
+	dwfl_end(dwfl);
+}
+
+static void test_symtab_matches_libdwfl(void **state)
+{
+	static const char *const names[] = {
+		"inline_pie", "inline_symtab", "cxx", "libfix.so", "libfix_dynsym.so",
+		"libfix_high.so", "gap", "gap_symtab", "asm_lines",
+	};
+	char path[PATH_MAX + 64];
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/symbolize/%s", fixroot, names[i]);
+		check_symtab(path, 1);
+	}
+	snprintf(path, sizeof(path), "%s/sym_index/multi_dwz", fixroot);
+	check_symtab(path, 1);
+	/* libc's 10,000 symbols, aliases and assembly: every 1021st byte
+	 * (libdwfl takes ~300 us per address there). */
+	if (libc_debug_file(path, sizeof(path)))
+		check_symtab(path, 1021);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_symbolize_fixtures),
 		cmocka_unit_test(test_index_fixtures),
 		cmocka_unit_test(test_index_used),
+		cmocka_unit_test(test_session_memory),
 		cmocka_unit_test(test_deep_unit_refused),
 		cmocka_unit_test(test_small_budget_evicts),
 		cmocka_unit_test(test_tiny_budget_refuses),
 		cmocka_unit_test(test_corrupt_dwarf),
 		cmocka_unit_test(test_libc_sample),
+		cmocka_unit_test(test_symtab_matches_libdwfl),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

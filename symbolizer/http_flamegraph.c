@@ -1,0 +1,165 @@
+/* GET /flamegraph?seconds=N[&pid=P]: the flame graph page (flamegraph.h)
+ * of the recent interval profiles (recent.h) that overlap the last N
+ * seconds, optionally of one process.
+ *
+ * Bounds: N is clamped to the recent profiles' age limit; at most
+ * OPAL_HTTP_FLAMEGRAPH_MAX_PROFILES profiles (the newest) are read, each
+ * validated as opal-report does (opal_report_load); one page is built at a
+ * time (another request meanwhile gets 503 with Retry-After); the call
+ * tree has the flame graph's own node bounds. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "flamegraph.h"
+#include "http_internal.h"
+#include "log.h"
+#include "recent.h"
+#include "report.h"
+
+#define MAX_PID 4194304u   /* PID_MAX_LIMIT on 64-bit Linux */
+#define CSP "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+
+/* A decimal in [1, max]; false otherwise. */
+static bool parse_arg(const char *s, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!s || !*s)
+		return false;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return false;
+		v = v * 10 + (uint64_t)(*s - '0');
+		if (v > max)
+			return false;
+	}
+	if (v == 0)
+		return false;
+	*out = v;
+	return true;
+}
+
+static uint64_t now_unix_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static enum MHD_Result busy(struct MHD_Connection *c)
+{
+	char *text = strdup("{\"error\":\"another flame graph is being built; retry\"}");
+	if (!text)
+		return MHD_NO;
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	return opal_http_queue(c, 503, resp);
+}
+
+/* Adds the listed profiles to `fg`; returns how many were used, or
+ * -ENOMEM. */
+static int add_profiles(struct opal_flamegraph *fg, const char *dir,
+			const struct opal_recent_entry *e, size_t n, const struct opal_fg_filter *f)
+{
+	char path[PATH_MAX + 256], why[256];
+	int used = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		Perftools__Profiles__Profile *p;
+		snprintf(path, sizeof(path), "%s/%s", dir, e[i].name);
+		int err = opal_report_load(path, &p, why, sizeof(why));
+		if (err < 0) {
+			if (err != -ENOENT)   /* ENOENT: rotated away since the listing */
+				opal_warn("flamegraph: %s skipped: %s", e[i].name, why);
+			continue;
+		}
+		err = opal_flamegraph_add_pprof(fg, p, f);
+		perftools__profiles__profile__free_unpacked(p, NULL);
+		if (err == -ENOMEM)
+			return err;
+		if (err < 0)
+			opal_warn("flamegraph: %s skipped: %s", e[i].name, strerror(-err));
+		else
+			used++;
+	}
+	return used;
+}
+
+static enum MHD_Result build(struct opal_http_server *h, struct MHD_Connection *c,
+			     uint64_t seconds, uint64_t pid, bool clamped)
+{
+	uint64_t now = now_unix_ns(), from = now - seconds * 1000000000ull;
+	struct opal_fg_filter f = { .start_unix_ns = from, .pid = (uint32_t)pid };
+	struct opal_recent_entry *e;
+	size_t n;
+	char host[256] = "", title[512], *html;
+	size_t len;
+	int err = opal_recent_list(h->recent, from, 0, OPAL_HTTP_FLAMEGRAPH_MAX_PROFILES, &e, &n);
+
+	if (err < 0)
+		return opal_http_send_error(c, 500, "recent profiles unreadable: %s", strerror(-err));
+	struct opal_flamegraph *fg = opal_flamegraph_new();
+	int used = fg ? add_profiles(fg, opal_recent_dir(h->recent), e, n, &f) : -ENOMEM;
+	free(e);
+	if (used < 0) {
+		opal_flamegraph_free(fg);
+		return opal_http_send_error(c, 503, "out of memory building the flame graph");
+	}
+	gethostname(host, sizeof(host) - 1);
+	char pidtext[32] = "";
+	if (pid)
+		snprintf(pidtext, sizeof(pidtext), ", pid %" PRIu64, pid);
+	snprintf(title, sizeof(title), "opal: %s, last %" PRIu64 " s%s%s: %d interval profiles",
+		 host[0] ? host : "this host", seconds, clamped ? " (the longest kept)" : "",
+		 pidtext, used);
+	err = opal_flamegraph_html_buf(fg, title, &html, &len);
+	opal_flamegraph_free(fg);
+	if (err < 0)
+		return opal_http_send_error(c, 500, "writing the page failed: %s", strerror(-err));
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, html, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(html);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+	MHD_add_response_header(resp, "Content-Security-Policy", CSP);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	return opal_http_queue(c, 200, resp);
+}
+
+enum MHD_Result opal_http_flamegraph(struct opal_http_server *h, struct MHD_Connection *c)
+{
+	const char *s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "seconds");
+	const char *p = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pid");
+	uint64_t seconds = OPAL_HTTP_FLAMEGRAPH_DEFAULT_S, pid = 0, max_age;
+	bool clamped = false;
+
+	if (!h->recent)
+		return opal_http_send_error(c, 503, "this symbolizer keeps no recent profiles");
+	max_age = opal_recent_max_age_s(h->recent);
+	if (s && !parse_arg(s, UINT32_MAX, &seconds))
+		return opal_http_send_error(c, 400, "seconds: want a whole number of seconds >= 1");
+	if (p && !parse_arg(p, MAX_PID, &pid))
+		return opal_http_send_error(c, 400, "pid: want a process id in 1..%u", MAX_PID);
+	if (seconds > max_age) {
+		seconds = max_age;
+		clamped = true;
+	}
+	if (pthread_mutex_trylock(&h->flamegraph_lock) != 0)
+		return busy(c);
+	enum MHD_Result r = build(h, c, seconds, pid, clamped);
+	pthread_mutex_unlock(&h->flamegraph_lock);
+	return r;
+}

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# SIGHUP on the real daemons, both configured by JSON files (--config):
+# - symbolizer (as nobody, sandboxed, so the config file's folder must stay
+#   readable under Landlock): a new file turns on "profiles as logs" export
+#   to the loopback test receiver, lowers keep-intervals and
+#   flamegraph-keep, turns on verbose logging, and changes max-open-files
+#   (which needs a restart: logged, not applied) and the socket (which the
+#   command line sets: flags beat the file, so no change); a broken file
+#   changes nothing; the same file again applies nothing; /metrics counts
+#   what was exported;
+# - collector: the same file reloads nothing; a new file changes the
+#   interval (applied: the interval files written afterwards are 2 s apart)
+#   and the frequency (needs a restart).
+# usage: tests/integration/test_reload.sh BUILD_DIR   (as root)
+# Prints PASS/FAIL per case and "N passed, N failed"; missing prerequisites
+# are failures. OPAL_IT_KEEP=1 keeps the temp folder (kept on failure).
+set -uo pipefail
+
+build_arg=${1:?usage: test_reload.sh BUILD_DIR}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+passed=0
+failed=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+finish() {
+	echo "$passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+	exit
+}
+check() {   # NAME COMMAND...: PASS when the command succeeds
+	local name=$1
+	shift
+	if "$@"; then pass "$name"; else fail "$name" "${why:-check failed}"; fi
+	why=
+}
+
+prereq_ok=1
+need() { fail "prerequisite $1" "$2"; prereq_ok=0; }
+build=$(cd "$build_arg" 2>/dev/null && pwd) || { need build-dir "no folder $build_arg"; finish; }
+collector=$build/opal-collector
+symbolizer=$build/opal-symbolizer
+receiver=$build/tests/otlp-receiver
+[ "$(id -u)" -eq 0 ] || need root "run as root: the collector loads BPF programs"
+[ -r /sys/kernel/btf/vmlinux ] || need bpf "/sys/kernel/btf/vmlinux is missing"
+id nobody >/dev/null 2>&1 || need user "user 'nobody' does not exist"
+command -v curl >/dev/null || need curl "curl reads /metrics"
+for b in "$collector" "$symbolizer"; do
+	[ -x "$b" ] || need binaries "$b is missing: run 'make all'"
+done
+[ "$prereq_ok" -eq 1 ] || finish
+if ! "$root/tests/otlp_receiver/build.sh" "$build" >/dev/null 2>&1; then
+	fail "receiver builds" "tests/otlp_receiver/build.sh $build failed"
+	finish
+fi
+
+tmp=$(mktemp -d /tmp/opal-reload.XXXXXX)
+chmod 0755 "$tmp"
+echo "reload: working in $tmp"
+cleanup() {   # this script's own background jobs only
+	local p
+	for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+wait_for_exit() {   # PID SECONDS; sets wait_rc (124 on timeout)
+	local pid=$1 limit=$2 i
+	for ((i = 0; i < limit * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then wait_rc=124; return; fi
+	wait "$pid"
+	wait_rc=$?
+}
+# wait_log FILE PATTERN SECONDS: until grep finds the pattern
+wait_log() {
+	local i
+	for ((i = 0; i < $3 * 10; i++)); do
+		grep -q -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+"$receiver" --log "$tmp/requests.jsonl" --script ok --port-file "$tmp/rcv.port" \
+	>"$tmp/receiver.log" 2>&1 &
+rcv=$!
+for _ in $(seq 50); do [ -s "$tmp/rcv.port" ] && break; sleep 0.1; done
+rcv_port=$(cat "$tmp/rcv.port" 2>/dev/null)
+[ -n "$rcv_port" ] || { fail "receiver starts" "$(cat "$tmp/receiver.log")"; finish; }
+
+mkdir -p "$tmp/state" "$tmp/out" "$tmp/run" "$tmp/conf"
+chown nobody "$tmp/state" "$tmp/out" "$tmp/run"
+chmod 0755 "$tmp/conf"
+sconf=$tmp/conf/symbolizer.json
+cconf=$tmp/conf/collector.json
+# Written whole then renamed, as editors and config managers do: the
+# running daemon must read the new file (a new inode) on SIGHUP.
+put() {   # FILE TEXT
+	printf '%s\n' "$2" >"$1.new" && chmod 0644 "$1.new" && mv "$1.new" "$1"
+}
+put "$sconf" '{"keep-intervals": 100, "flamegraph-keep": 50, "export": ["pprof"],
+ "http-listen": "127.0.0.1:0"}'
+put "$cconf" '{"interval": 1, "frequency": 99}'
+
+sock=$tmp/run/opal.sock
+env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_LOGS_ENDPOINT \
+	"$symbolizer" --config "$sconf" --socket "$sock" --state-dir "$tmp/state" \
+	--out-dir "$tmp/out" --user nobody >"$tmp/symbolizer.log" 2>&1 &
+sym=$!
+for _ in $(seq 100); do
+	[ -S "$sock" ] && break
+	kill -0 "$sym" 2>/dev/null || break
+	sleep 0.1
+done
+[ -S "$sock" ] || { fail "symbolizer starts" "$(tail -n 5 "$tmp/symbolizer.log")"; finish; }
+# The socket exists before the HTTP API starts (after the sandbox): wait
+# for the API's log line.
+for _ in $(seq 100); do
+	grep -q 'listening on .*; state ' "$tmp/symbolizer.log" && break
+	sleep 0.1
+done
+port=$(sed -n 's/.*http: listening on 127.0.0.1:0 (port \([0-9]*\).*/\1/p' "$tmp/symbolizer.log")
+check "symbolizer took http-listen from the config file (port $port)" test -n "$port"
+"$collector" --config "$cconf" --socket "$sock" >"$tmp/collector.log" 2>&1 &
+coll=$!
+timeout 40 bash -c 'while :; do :; done' &
+busy=$!
+sleep 4.5
+
+n=$(find "$tmp/out/intervals" -name '*.pb.gz' | wc -l)
+check "intervals of 1 s written before the reload ($n)" test "$n" -ge 3
+
+# ---- symbolizer: applied and needs-restart changes ------------------------------
+put "$sconf" '{"keep-intervals": 2, "flamegraph-keep": 2, "export": ["pprof", "otlp-logs"],
+ "otlp-endpoint": "http://127.0.0.1:'"$rcv_port"'", "verbose": true,
+ "http-listen": "127.0.0.1:0", "socket": "/tmp/elsewhere.sock", "max-open-files": 64}'
+kill -HUP "$sym"
+wait_log "$tmp/symbolizer.log" "otlp-logs export to" 10
+for want in "SIGHUP: keep-intervals: 100 -> 2" "SIGHUP: flamegraph-keep: 50 -> 2" \
+	"SIGHUP: export: pprof -> pprof,otlp-logs" "SIGHUP: verbose: false -> true" \
+	"SIGHUP: otlp-endpoint: (none) -> http://127.0.0.1:$rcv_port" \
+	"otlp-logs export to http://127.0.0.1:$rcv_port/v1/logs" \
+	"SIGHUP: max-open-files changed in the configuration: needs a restart"; do
+	why="not in the log: $(grep SIGHUP "$tmp/symbolizer.log" | tail -n 8 | tr '\n' '|')"
+	check "symbolizer log: $want" grep -qF -- "$want" "$tmp/symbolizer.log"
+done
+sleep 3.5
+n=$(find "$tmp/out/intervals" -name '*.pb.gz' | wc -l)
+why="$n interval files"
+check "keep-intervals 2 applied: $n interval files left" test "$n" -le 2
+n=$(find "$tmp/state/recent" -name 'recent-*.pb.gz' | wc -l)
+why="$n recent profiles"
+check "flamegraph-keep 2 applied: $n recent profiles left" test "$n" -le 2 -a "$n" -ge 1
+n=$(grep -c '"path": *"/v1/logs"' "$tmp/requests.jsonl" 2>/dev/null)
+why="$n requests at the receiver"
+check "otlp-logs export turned on by SIGHUP: $n requests received" test "${n:-0}" -ge 2
+why="no debug line after the reload"
+check "verbose turned on: debug lines logged" grep -q '^<7>opal-symbolizer' "$tmp/symbolizer.log"
+why="$(grep -m1 'SIGHUP: socket' "$tmp/symbolizer.log")"
+check "socket: the flag beats the file, so nothing changed" test -S "$sock" -a -z "$why"
+metrics=$(curl -s "http://127.0.0.1:$port/metrics")
+sent=$(sed -n 's/^opal_export_requests_total{exporter="otlp-logs",outcome="sent"} \([0-9]*\)$/\1/p' <<<"$metrics")
+why="sent='$sent'"
+check "/metrics counts the logs exporter's requests (sent $sent)" test "${sent:-0}" -ge 1
+
+# ---- broken and unchanged files --------------------------------------------------
+cp "$sconf" "$tmp/conf/good.json"
+put "$sconf" '{"keep-intervals": 7, "otlp-timeout": 0}'
+kill -HUP "$sym"
+wait_log "$tmp/symbolizer.log" "configuration not reloaded" 5
+why="$(grep -m1 'not reloaded' "$tmp/symbolizer.log")"
+check "broken file: not reloaded, reason logged" \
+	grep -q "SIGHUP: configuration not reloaded, keeping the running one: otlp-timeout: '0' (from config file)" \
+	"$tmp/symbolizer.log"
+check "broken file: symbolizer still running" kill -0 "$sym"
+put "$sconf" "$(cat "$tmp/conf/good.json")"
+applied_before=$(grep -c 'SIGHUP: .* -> ' "$tmp/symbolizer.log")
+restart_before=$(grep -c 'SIGHUP: max-open-files changed' "$tmp/symbolizer.log")
+kill -HUP "$sym"
+sleep 1
+applied_after=$(grep -c 'SIGHUP: .* -> ' "$tmp/symbolizer.log")
+restart_after=$(grep -c 'SIGHUP: max-open-files changed' "$tmp/symbolizer.log")
+why="applied lines $applied_before -> $applied_after, restart lines $restart_before -> $restart_after"
+check "same file again: nothing applied, max-open-files still reported as needing a restart" \
+	test "$applied_after" -eq "$applied_before" -a "$restart_after" -eq $((restart_before + 1))
+
+# ---- collector ---------------------------------------------------------------------
+kill -HUP "$coll"
+wait_log "$tmp/collector.log" "SIGHUP: nothing to reload" 5
+check "collector: unchanged file, nothing to reload" \
+	grep -q "SIGHUP: nothing to reload: configuration unchanged" "$tmp/collector.log"
+put "$cconf" '{"interval": 2, "frequency": 49}'
+kill -HUP "$coll"
+wait_log "$tmp/collector.log" "SIGHUP: interval" 5
+check "collector log: interval 1 -> 2" grep -q "SIGHUP: interval: 1 -> 2" "$tmp/collector.log"
+check "collector log: frequency needs a restart" \
+	grep -q "SIGHUP: frequency changed in the configuration: needs a restart" "$tmp/collector.log"
+sleep 6.5
+# The two interval files kept are the last two: 2 s apart now.
+mapfile -t starts < <(find "$tmp/out/intervals" -name '*.pb.gz' -printf '%f\n' | sort |
+	sed -n 's/^interval-\([0-9]*\)-.*/\1/p')
+gap=0
+[ "${#starts[@]}" -eq 2 ] && gap=$(( (10#${starts[1]} - 10#${starts[0]}) / 1000000 ))
+why="${#starts[@]} files, ${gap} ms apart"
+check "collector intervals are 2 s long after SIGHUP (${gap} ms)" test "$gap" -ge 1800 -a "$gap" -le 2300
+
+kill "$busy" 2>/dev/null
+kill -TERM "$coll"
+wait_for_exit "$coll" 30
+why="exit $wait_rc"
+check "collector stops cleanly" test "$wait_rc" -eq 0
+sleep 1
+kill -TERM "$sym"
+wait_for_exit "$sym" 60
+why="exit $wait_rc: $(tail -n 3 "$tmp/symbolizer.log")"
+check "symbolizer stops cleanly, logging the exporter totals" \
+	test "$wait_rc" -eq 0 -a -n "$(grep 'otlp-logs export totals' "$tmp/symbolizer.log")"
+why="$(grep -m3 'seccomp: denied' "$tmp/symbolizer.log")"
+check "no seccomp denial" test -z "$why"
+
+kill -TERM "$rcv" 2>/dev/null
+wait_for_exit "$rcv" 10
+trap - EXIT
+cleanup
+if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ]; then
+	rm -rf "$tmp"
+else
+	echo "reload: kept $tmp"
+fi
+finish

@@ -1,0 +1,234 @@
+/* Unit tests of symbolizer/recent.c (recent profiles for GET /flamegraph)
+ * and of the interval encodings of symbolizer/output.c they are made from:
+ * names carry the time range; the folder stays within its count, byte and
+ * age bounds (oldest deleted first), also when the limits shrink; a
+ * listing selects a time window, newest kept under `max`, oldest first;
+ * leftover temporary files go at open; other files are ignored. output.c
+ * encodes each interval once: the interval file holds exactly the bytes
+ * handed back, OTLP only when wanted or written, no files without
+ * write_intervals. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "symbolizer/output.h"
+#include "symbolizer/profile.h"
+#include "symbolizer/recent.h"
+
+#define S 1000000000ull
+#define T0 (1700000000ull * S)
+
+static char dir[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	strcpy(dir, "/tmp/opal-test-recent.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+	return 0;
+}
+
+static size_t count(const char *d, const char *suffix)
+{
+	DIR *dd = opendir(d);
+	struct dirent *e;
+	size_t n = 0;
+
+	assert_non_null(dd);
+	while ((e = readdir(dd))) {
+		size_t l = strlen(e->d_name), sl = strlen(suffix);
+		if (l > sl && !strcmp(e->d_name + l - sl, suffix))
+			n++;
+	}
+	closedir(dd);
+	return n;
+}
+
+static void add(struct opal_recent *r, unsigned i, size_t bytes, uint64_t now)
+{
+	static uint8_t buf[4096];
+
+	memset(buf, (int)i, sizeof(buf));
+	assert_int_equal(opal_recent_add(r, buf, bytes, T0 + i * 5 * S, T0 + (i + 1) * 5 * S,
+					 0xabcdefull, i, now), 0);
+}
+
+static void test_bounds(void **state)
+{
+	char sub[128];
+	struct opal_recent *r;
+	struct opal_recent_limits l = { .max_files = 4, .max_bytes = 1 << 20,
+					.max_age_s = 3600 };
+
+	(void)state;
+	snprintf(sub, sizeof(sub), "%s/recent", dir);
+	assert_int_equal(opal_recent_open(sub, &l, &r), 0);
+	assert_string_equal(opal_recent_dir(r), sub);
+	assert_int_equal(opal_recent_max_age_s(r), 3600);
+	for (unsigned i = 1; i <= 6; i++)
+		add(r, i, 100, T0 + 40 * S);
+	assert_int_equal(count(sub, ".pb.gz"), 4);
+
+	struct opal_recent_entry *e;
+	size_t n;
+	assert_int_equal(opal_recent_list(r, 0, 0, 100, &e, &n), 0);
+	assert_int_equal(n, 4);
+	/* oldest first: 3, 4, 5, 6 survived */
+	assert_int_equal(e[0].start_unix_ns, T0 + 15 * S);
+	assert_int_equal(e[3].end_unix_ns, T0 + 35 * S);
+	assert_int_equal(e[0].bytes, 100);
+	assert_non_null(strstr(e[0].name, "-0000000000abcdef-000003.pb.gz"));
+	free(e);
+
+	/* a window: profiles ending before it are left out; `max` keeps the newest */
+	assert_int_equal(opal_recent_list(r, T0 + 26 * S, 0, 100, &e, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(e[0].start_unix_ns, T0 + 25 * S);
+	free(e);
+	assert_int_equal(opal_recent_list(r, 0, T0 + 22 * S, 100, &e, &n), 0);
+	assert_int_equal(n, 2);   /* 3 and 4 start before 22 s */
+	free(e);
+	assert_int_equal(opal_recent_list(r, 0, 0, 1, &e, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(e[0].start_unix_ns, T0 + 30 * S);
+	free(e);
+
+	/* bytes: 3 x 1000 > 2500 keeps the newest two */
+	l.max_bytes = 2500;
+	opal_recent_set_limits(r, &l);
+	for (unsigned i = 7; i <= 9; i++)
+		add(r, i, 1000, T0 + 60 * S);
+	assert_int_equal(count(sub, ".pb.gz"), 2);
+	/* age: now far past their end */
+	add(r, 10, 10, T0 + 3652 * S);   /* 9 ended 3602 s ago, 10 3597 s ago */
+	assert_int_equal(opal_recent_list(r, 0, 0, 100, &e, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(e[0].start_unix_ns, T0 + 50 * S);
+	free(e);
+	/* a profile larger than the byte bound is not kept */
+	add(r, 11, 4000, T0 + 3652 * S);
+	assert_int_equal(count(sub, ".pb.gz"), 1);
+	/* keep nothing */
+	l.max_files = 0;
+	opal_recent_set_limits(r, &l);
+	assert_int_equal(count(sub, ".pb.gz"), 0);
+	add(r, 12, 10, T0 + 10000 * S);
+	assert_int_equal(count(sub, ".pb.gz"), 0);
+	opal_recent_close(r);
+
+	/* leftovers: temporary files go, foreign files stay and are ignored */
+	char path[256];
+	snprintf(path, sizeof(path), "%s/recent-1-2-3-4.pb.gz.tmp", sub);
+	FILE *f = fopen(path, "w");
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/notes.txt", sub);
+	f = fopen(path, "w");
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/recent-x.pb.gz", sub);
+	f = fopen(path, "w");
+	fclose(f);
+	l.max_files = 10;
+	assert_int_equal(opal_recent_open(sub, &l, &r), 0);
+	assert_int_equal(count(sub, ".tmp"), 0);
+	assert_int_equal(count(sub, ".txt"), 1);
+	assert_int_equal(opal_recent_list(r, 0, 0, 100, &e, &n), 0);
+	assert_int_equal(n, 0);
+	opal_recent_close(r);
+}
+
+static struct opal_profile *profile(size_t samples)
+{
+	struct opal_profile *p = opal_profile_new(10000000);
+	struct opal_profile_mapping m = { .start = 0x400000, .limit = 0x500000,
+					  .filename = "/usr/bin/app" };
+	struct opal_profile_line l = { "main", "app.c", 3 };
+	struct opal_profile_process proc = { .pid = 42, .executable_name = "app" };
+	uint64_t ts[8];
+	uint32_t cpus[8] = { 0 };
+
+	assert_non_null(p);
+	uint32_t loc = opal_profile_location(p, opal_profile_mapping(p, &m), 0x401000,
+					     OPAL_FRAME_NATIVE, &l, 1);
+	uint32_t pr = opal_profile_process(p, &proc);
+	for (size_t i = 0; i < samples; i++)
+		ts[i] = T0 + i;
+	if (samples)
+		assert_int_equal(opal_profile_add_sample(p, pr, 43, "t", &loc, 1, ts, cpus, samples),
+				 0);
+	opal_profile_set_time(p, T0, T0 + 5 * S);
+	return p;
+}
+
+static void test_output_encodes_once(void **state)
+{
+	struct opal_output o = { .dir = dir, .keep_intervals = 2, .write_intervals = true };
+	struct opal_output_interval enc;
+	struct opal_profile *p = profile(3);
+	char sub[128], path[256];
+
+	(void)state;
+	snprintf(sub, sizeof(sub), "%s/intervals", dir);
+	assert_int_equal(opal_output_init(&o), 0);
+	for (uint64_t seq = 1; seq <= 3; seq++) {
+		assert_int_equal(opal_output_write_interval(&o, p, T0 + seq * 5 * S, seq, false, &enc),
+				 0);
+		assert_non_null(enc.pprof_gz);
+		assert_non_null(enc.otlp);   /* written as a file, so encoded */
+		if (seq < 3)
+			opal_output_interval_free(&enc);
+	}
+	assert_int_equal(count(sub, ".pb.gz"), 2);
+	assert_int_equal(count(sub, ".otlp.pb"), 2);
+	/* the file holds the bytes handed back */
+	snprintf(path, sizeof(path), "%s/interval-%019llu-000003.pb.gz", sub,
+		 (unsigned long long)(T0 + 15 * S));
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	uint8_t *buf = malloc(enc.pprof_len + 1);
+	assert_int_equal(fread(buf, 1, enc.pprof_len + 1, f), enc.pprof_len);
+	fclose(f);
+	assert_memory_equal(buf, enc.pprof_gz, enc.pprof_len);
+	free(buf);
+	opal_output_interval_free(&enc);
+	assert_null(enc.pprof_gz);
+
+	/* no interval files: encodings only, OTLP only when wanted */
+	o.write_intervals = false;
+	assert_int_equal(opal_output_write_interval(&o, p, T0 + 20 * S, 4, false, &enc), 0);
+	assert_non_null(enc.pprof_gz);
+	assert_null(enc.otlp);
+	opal_output_interval_free(&enc);
+	assert_int_equal(opal_output_write_interval(&o, p, T0 + 25 * S, 5, true, &enc), 0);
+	assert_non_null(enc.otlp);
+	opal_output_interval_free(&enc);
+	assert_int_equal(count(sub, ".pb.gz"), 2);
+	opal_profile_free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_output_encodes_once, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
