@@ -226,8 +226,8 @@ $(BUILD)/bench/bench_symbolize: bench/symbolize/bench_symbolize.c $(LIBSYM) $(LI
 	$(CC) $(CFLAGS) $< $(LIBSYM) $(LIBSHARED) $(LDLIBS) -o $@
 
 # Unwinding completeness and profiler overhead (docs/performance.md), as
-# root: `make bench-unwind` (about 1.5 minutes), `make bench-overhead` (about
-# 10 minutes; BENCH_REPEAT runs of each tool at each frequency).
+# root: `make bench-unwind` (about 2-3 minutes), `make bench-overhead` (7-11
+# minutes; BENCH_REPEAT runs of each tool at each frequency, and rounds).
 BENCH_DURATION ?= 30
 BENCH_REPEAT   ?= 5
 .PHONY: bench-unwind bench-overhead

@@ -17,10 +17,10 @@ Per run of a tool at a frequency:
     the tool is sampling: the tool's CPU (user + sys: the sum of
     /proc/PID/task/*/schedstat run times, exact to the ns, which is what
     rusage reports in whole) plus the run time of its BPF programs
-    (kernel.bpf_stats_enabled=1; run_time_ns and run_cnt from `bpftool prog
-    show --json` for the program ids the tool holds, found in
-    /proc/PID/fdinfo), as a share of the machine (wall x CPUs), and BPF ns
-    per program run (= per sample for the perf_event programs);
+    (statistics on, see enable_bpf_stats; run_time_ns and run_cnt from
+    `bpftool prog show --json` for the program ids the tool holds, found
+    in /proc/PID/fdinfo), as a share of the machine (wall x CPUs), and BPF
+    ns per program run (= per sample for the perf_event programs);
   * peak RSS: VmHWM just before the stop, and ru_maxrss from wait4;
   * the whole run's user + sys from wait4 (startup and shutdown included).
 Runs are interleaved: repeat r runs every tool at every frequency, the
@@ -37,6 +37,7 @@ the per-round ratios); the same for the workload's own user + sys time
 Prints tables; never passes or fails on a figure.
 """
 import argparse
+import ctypes
 import glob
 import gzip
 import json
@@ -48,6 +49,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(HERE, "..", "unwind"))
 import roots  # noqa: E402
 
@@ -56,6 +58,25 @@ PY311 = "/usr/bin/python3.11"
 
 
 # ---- process accounting ----------------------------------------------------
+SYS_BPF = 321                 # x86-64
+BPF_ENABLE_STATS = 32         # enum bpf_cmd
+BPF_STATS_RUN_TIME = 0
+
+
+def enable_bpf_stats():
+    """Turns BPF run-time statistics on for as long as the returned
+    descriptor is open (bpf(BPF_ENABLE_STATS), the counted equivalent of
+    kernel.bpf_stats_enabled=1: another program resetting the sysctl to 0
+    cannot switch them off under the benchmark). Raises OSError."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = (ctypes.c_uint64 * 1)(BPF_STATS_RUN_TIME)
+    fd = libc.syscall(ctypes.c_long(SYS_BPF), ctypes.c_int(BPF_ENABLE_STATS), attr,
+                      ctypes.c_uint(ctypes.sizeof(attr)))
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "bpf(BPF_ENABLE_STATS): " + os.strerror(e))
+    return fd
+
 def cpu_ns(pid):
     """User + sys of every live thread of pid, in ns (schedstat run time)."""
     total = 0
@@ -545,13 +566,10 @@ def main():
     tools = a.tools.split(",")
     freqs = [int(x) for x in a.freqs.split(",")]
 
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        stats_was = f.read().strip()
+    stats_fd = enable_bpf_stats()
     b = Bench(a)
     results = []
     try:
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write("1")
         b.start_busy()
         time.sleep(1)
         for rep in range(a.repeat):
@@ -573,8 +591,7 @@ def main():
         slow = b.slowdown(tools) if a.rounds > 0 else None
     finally:
         b.stop_busy()
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write(stats_was)
+        os.close(stats_fd)
 
     print(report(results, tools, freqs))
     if slow:

@@ -31,7 +31,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cd "$root"
 die() { echo "bench/overhead: $*" >&2; exit 1; }
-[ "$(id -u)" -eq 0 ] || die "needs root (BPF, perf events, bpf_stats_enabled)"
+[ "$(id -u)" -eq 0 ] || die "needs root (BPF, perf events, BPF run-time statistics)"
 [ -x /usr/bin/python3.11 ] || die "/usr/bin/python3.11 is missing (apt-get install python3.11)"
 for t in perf bpftrace bpftool gcc objdump readelf /usr/bin/python3; do
 	command -v "$t" >/dev/null || die "$t is missing (apt-get install linux-perf bpftrace bpftool gcc binutils python3)"
