@@ -4,12 +4,12 @@
 set -euo pipefail
 
 PKGS=(
-  build-essential clang llvm lld libbpf-dev bpftool pkg-config
+  build-essential clang llvm lld libclang-rt-14-dev libbpf-dev bpftool pkg-config curl
   libelf-dev libdw-dev elfutils libsqlite3-dev libprotobuf-c-dev protobuf-c-compiler
   protobuf-compiler libjansson-dev libmicrohttpd-dev libcmocka-dev libcurl4-openssl-dev
   zlib1g-dev libssl-dev libiberty-dev libseccomp-dev libdebuginfod-dev
   liblzma-dev libarchive-dev debuginfod libc6-dbg dwz
-  golang-go binutils procps python3 help2man gdb systemd sqlite3
+  golang-go binutils procps python3 help2man gdb systemd sqlite3 xxd
   chromium nodejs
 )
 
