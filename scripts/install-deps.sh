@@ -10,7 +10,7 @@ PKGS=(
   zlib1g-dev libssl-dev libiberty-dev libseccomp-dev libdebuginfod-dev
   liblzma-dev libarchive-dev debuginfod libc6-dbg dwz
   golang-go binutils procps python3 help2man gdb systemd sqlite3 xxd
-  chromium nodejs
+  chromium fonts-liberation nodejs
 )
 
 missing=()
