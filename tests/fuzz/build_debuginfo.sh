@@ -19,7 +19,8 @@ while IFS= read -r proto; do
 	rel=${proto#proto/}
 	gen+=("$build/gen/${rel%.proto}.pb-c.c")
 done < <(cd "$root" && find proto -name '*.proto' | sort)
-make -C "$root" BUILD="$build" "${gen[@]}" >/dev/null
+# The flame graph page too: the HTTP server's /flamegraph reaches flamegraph.c.
+make -C "$root" BUILD="$build" "${gen[@]}" "$build/gen/flamegraph_html.h" >/dev/null
 pkgs="libelf libdw sqlite3 libprotobuf-c jansson libmicrohttpd libcurl zlib libcrypto liblzma \
 	libdebuginfod libarchive libseccomp"
 # shellcheck disable=SC2086 # pkg-config output is a list of flags
@@ -28,9 +29,9 @@ cflags="-g -O1 -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -I$root -I$root/
 objs=()
 for src in "$root"/symbolizer/*.c "$root"/shared/*.c "${gen[@]}"; do
 	case $(basename "$src") in *main.c) continue ;; esac
-	# Files needing headers generated for other targets (BPF skeletons,
-	# the flame graph page) are not part of what these targets reach.
-	grep -q 'skel.h\|flamegraph_html.h' "$src" && continue
+	# Files needing the BPF skeletons are not part of what these targets
+	# reach.
+	grep -q 'skel.h' "$src" && continue
 	o=$out/obj/$(echo "${src#"$root"/}" | tr / _ | sed 's/\.c$/.o/')
 	# shellcheck disable=SC2086
 	clang $cflags -fsanitize=fuzzer-no-link,address -w -c "$src" -o "$o"

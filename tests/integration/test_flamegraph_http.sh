@@ -107,7 +107,14 @@ chain_pid=$!
 sys_pid=$!
 wait_for_exit "$chain_pid" 40
 wait_for_exit "$sys_pid" 40
-sleep 2.5   # the intervals holding the fixtures' last samples
+# Until a kept profile starts after the fixtures ended: the intervals
+# holding their last samples are written by then.
+ended=$(date +%s%N)
+for _ in $(seq 150); do
+	find "$tmp/state/recent" -name 'recent-*.pb.gz' -printf '%f\n' 2>/dev/null |
+		awk -F- -v e="$ended" '$2 + 0 > e + 0 { found = 1 } END { exit !found }' && break
+	sleep 0.1
+done
 
 # fetch NAME QUERY: the page into $tmp/NAME.html, the status into $tmp/NAME.status
 fetch() {
@@ -210,10 +217,12 @@ else
 	fail "recent profiles kept within --flamegraph-keep" "$n_recent files"
 fi
 # /metrics lists the exporters (nothing configured: zero counters).
-if curl -s "$base/metrics" | grep -q '^opal_export_requests_total{exporter="otlp",outcome="sent"} 0$'; then
+metrics=$(curl -s "$base/metrics")
+if grep -q '^opal_export_requests_total{exporter="otlp",outcome="sent"} 0$' <<<"$metrics" &&
+	grep -q '^opal_export_queue_requests{exporter="otlp-logs"} 0$' <<<"$metrics"; then
 	pass "/metrics has the exporter counters"
 else
-	fail "/metrics has the exporter counters" "$(curl -s "$base/metrics" | grep opal_export | head -n 3)"
+	fail "/metrics has the exporter counters" "$(grep opal_export <<<"$metrics" | head -n 3)"
 fi
 
 kill -TERM "$coll_pid" 2>/dev/null

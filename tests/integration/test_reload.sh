@@ -123,11 +123,15 @@ port=$(sed -n 's/.*http: listening on 127.0.0.1:0 (port \([0-9]*\).*/\1/p' "$tmp
 check "symbolizer took http-listen from the config file (port $port)" test -n "$port"
 "$collector" --config "$cconf" --socket "$sock" >"$tmp/collector.log" 2>&1 &
 coll=$!
-timeout 40 bash -c 'while :; do :; done' &
+timeout 60 bash -c 'while :; do :; done' &
 busy=$!
-sleep 4.5
-
-n=$(find "$tmp/out/intervals" -name '*.pb.gz' | wc -l)
+# count_files DIR PATTERN
+count_files() { find "$1" -name "$2" 2>/dev/null | wc -l; }
+for _ in $(seq 150); do
+	[ "$(count_files "$tmp/out/intervals" '*.pb.gz')" -ge 3 ] && break
+	sleep 0.1
+done
+n=$(count_files "$tmp/out/intervals" '*.pb.gz')
 check "intervals of 1 s written before the reload ($n)" test "$n" -ge 3
 
 # ---- symbolizer: applied and needs-restart changes ------------------------------
@@ -144,7 +148,11 @@ for want in "SIGHUP: keep-intervals: 100 -> 2" "SIGHUP: flamegraph-keep: 50 -> 2
 	why="not in the log: $(grep SIGHUP "$tmp/symbolizer.log" | tail -n 8 | tr '\n' '|')"
 	check "symbolizer log: $want" grep -qF -- "$want" "$tmp/symbolizer.log"
 done
-sleep 3.5
+# two intervals exported after the reload (each also rotates the files)
+for _ in $(seq 150); do
+	[ "$(grep -c '"path": *"/v1/logs"' "$tmp/requests.jsonl" 2>/dev/null)" -ge 2 ] && break
+	sleep 0.1
+done
 n=$(find "$tmp/out/intervals" -name '*.pb.gz' | wc -l)
 why="$n interval files"
 check "keep-intervals 2 applied: $n interval files left" test "$n" -le 2
@@ -195,7 +203,16 @@ wait_log "$tmp/collector.log" "SIGHUP: interval" 5
 check "collector log: interval 1 -> 2" grep -q "SIGHUP: interval: 1 -> 2" "$tmp/collector.log"
 check "collector log: frequency needs a restart" \
 	grep -q "SIGHUP: frequency changed in the configuration: needs a restart" "$tmp/collector.log"
-sleep 6.5
+# Three intervals after the reload, so that the last two kept are both of
+# the new length.
+seq_now=$(find "$tmp/out/intervals" -name '*.pb.gz' -printf '%f\n' | sort | tail -n 1 |
+	sed -n 's/^interval-[0-9]*-0*\([0-9]*\)\.pb\.gz$/\1/p')
+for _ in $(seq 200); do
+	last=$(find "$tmp/out/intervals" -name '*.pb.gz' -printf '%f\n' | sort | tail -n 1 |
+		sed -n 's/^interval-[0-9]*-0*\([0-9]*\)\.pb\.gz$/\1/p')
+	[ -n "$last" ] && [ "$last" -ge $((${seq_now:-0} + 3)) ] && break
+	sleep 0.1
+done
 # The two interval files kept are the last two: 2 s apart now.
 mapfile -t starts < <(find "$tmp/out/intervals" -name '*.pb.gz' -printf '%f\n' | sort |
 	sed -n 's/^interval-\([0-9]*\)-.*/\1/p')
