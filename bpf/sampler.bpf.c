@@ -96,7 +96,7 @@ struct procmaps_inner {
 	__uint(map_flags, BPF_F_INNER_MAP);
 	__uint(max_entries, 1);
 	__uint(key_size, 4);
-	__uint(value_size, 48);   /* struct opal_unwind_mapping */
+	__uint(value_size, 56);   /* struct opal_unwind_mapping */
 };
 
 struct {
@@ -296,18 +296,29 @@ static __always_inline void stop_error(struct scratch *s, __u32 err)
 	s->done = 1;
 }
 
-/* Does the array's mapping `m` still describe the VMA at `pc`? Unsure
- * (bpf_find_vma busy) counts as yes. */
+/* Does the array's mapping `m` still describe the VMA at `pc`? Checked at
+ * most every OPAL_MAPPING_CHECK_NS per mapping; unsure (bpf_find_vma busy)
+ * counts as yes, no VMA at pc any more as no. */
 static __always_inline bool mapping_current(struct scratch *s, struct opal_unwind_mapping *m,
 					    __u64 pc)
 {
+	__u64 now = s->ev.ktime_ns;
 	struct vma_info v;
 
-	if (lookup_vma(s, pc, &v) < 0)
+	int rc;
+
+	if (now - m->checked_ns < OPAL_MAPPING_CHECK_NS)
 		return true;
-	return v.start == m->start && v.end == m->limit && v.exec &&
-	       (v.inode == 0 || v.offset == m->offset) &&
-	       (v.inode == m->inode || (m->flags & OPAL_MAPPING_NO_INODE_CHECK));
+	rc = lookup_vma(s, pc, &v);
+	if (rc < 0)
+		return rc != -2;   /* unmapped since: stale; busy: unknown */
+	if (v.start == m->start && v.end == m->limit && v.exec &&
+	    (v.inode == 0 || v.offset == m->offset) &&
+	    (v.inode == m->inode || (m->flags & OPAL_MAPPING_NO_INODE_CHECK))) {
+		m->checked_ns = now;
+		return true;
+	}
+	return false;
 }
 
 /* One iteration per frame: the frame on top of ustack (registers in
@@ -340,9 +351,9 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 			defer(s, OPAL_SAMPLE_STALE);
 		return 1;
 	}
-	/* The leaf's mapping is checked against the kernel's VMA every
-	 * sample: a library unloaded and another loaded at the same
-	 * address, or an exec userspace has not handled yet. */
+	/* The leaf's mapping is checked against the kernel's VMA (at most
+	 * every OPAL_MAPPING_CHECK_NS): a library unloaded and another
+	 * loaded at the same address, or unmapped since. */
 	if (index == 0 && !mapping_current(s, m, pc)) {
 		defer(s, OPAL_SAMPLE_STALE);
 		return 1;
@@ -566,7 +577,14 @@ int opal_sample(struct bpf_perf_event_data *ctx)
 		size += (__u64)ev->stack_len;
 	if (size > sizeof(*ev))
 		size = sizeof(*ev);
-	if (bpf_ringbuf_output(&events, ev, size, 0) < 0)
+	/* Waking the reader costs an irq_work self-interrupt and a context
+	 * switch: only records it must act on at once (a process or mapping
+	 * it does not know yet, before the process may exit) wake it; the
+	 * rest, exec and exit events included, wait for its next poll (at
+	 * most 100 ms later). */
+	if (bpf_ringbuf_output(&events, ev, size,
+			       ev->flags & (OPAL_SAMPLE_UNKNOWN_PROC | OPAL_SAMPLE_STALE |
+					    OPAL_SAMPLE_PENDING) ? 0 : BPF_RB_NO_WAKEUP) < 0)
 		count(OPAL_CTR_LOST);
 	return 0;
 }
@@ -582,7 +600,9 @@ static __always_inline void proc_event(__u32 kind, __u32 tgid)
 	e->kind = kind;
 	e->pid = tgid;
 	e->ktime_ns = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(e, 0);
+	/* nothing here needs the reader at once (the mm check in each
+	 * process array catches an exec first): no wakeup */
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 /* BTF-typed raw tracepoints: attached by name, so they need no tracefs
@@ -643,7 +663,7 @@ static __always_inline void exit_with_vmas(struct task_struct *p)
 		}
 		bpf_iter_task_vma_destroy(&it);
 	}
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 SEC("tp_btf/sched_process_exit")

@@ -63,7 +63,12 @@ struct opal_unwind_mapping {
 	__u64 inode;         /* inode number as /proc/PID/maps shows it, 0 if none */
 	__u32 slot;          /* table slot (< OPAL_UNWIND_MAX_TABLES) or OPAL_SLOT_* */
 	__u32 flags;         /* OPAL_MAPPING_* */
+	__u64 checked_ns;    /* BPF: when bpf_find_vma last confirmed it (0: never) */
 };
+
+/* A mapping is checked against the kernel's VMA at most this often: each
+ * bpf_find_vma costs an irq_work self-interrupt (~10 us in a VM). */
+#define OPAL_MAPPING_CHECK_NS 100000000ull
 
 /* The kernel's inode differs from the one /proc/PID/maps shows (overlayfs
  * backing files): compare start, limit and offset only. */
@@ -76,7 +81,7 @@ struct opal_unwind_proc_hdr {
 			 * sample claims it; another mm (exec, pid reuse)
 			 * means the array is stale */
 	__u64 gen;      /* install generation (collector's count, for logs) */
-	__u64 reserved[2];
+	__u64 reserved[3];
 	__u32 reserved2[2];
 };
 

@@ -167,7 +167,14 @@ void opal_sampling_unwind_fds(const struct opal_sampling *s, int *info, int *rul
 
 int opal_sampling_poll(struct opal_sampling *s, int timeout_ms)
 {
-	return ring_buffer__poll(s->rb, timeout_ms);
+	int n = ring_buffer__poll(s->rb, timeout_ms), m;
+
+	if (n < 0)
+		return n;
+	/* most samples are written without waking this reader (bpf/sampler.bpf.c):
+	 * take them too */
+	m = ring_buffer__consume(s->rb);
+	return m < 0 ? m : n + m;
 }
 
 int opal_sampling_drain(struct opal_sampling *s)

@@ -52,8 +52,10 @@ int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz,
 void opal_sampling_unwind_fds(const struct opal_sampling *s, int *info, int *rules, int *bodies,
 			      int *procs);
 
-/* Waits up to `timeout_ms` for records and delivers them. Returns the
- * number delivered or a negative errno (-EINTR on a signal). */
+/* Waits up to `timeout_ms` for a record that wakes the reader (BPF wakes
+ * it only for records needing prompt action), then delivers every record
+ * in the ring buffer. Returns the number delivered or a negative errno
+ * (-EINTR on a signal). */
 int opal_sampling_poll(struct opal_sampling *s, int timeout_ms);
 
 /* Delivers every record already in the ring buffer, without waiting. */

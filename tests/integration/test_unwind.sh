@@ -414,7 +414,7 @@ check "chroot in another mount namespace" "$(pid_of chroot)" "" \
 	"${any}spin_leaf;work;$(links 2);main;$root" 90
 short_pids=$(awk '/^ready / { printf "%s ", $2 }' "$logs/short")
 # (their comm is nofp once they exec'd; before, they are the shell's fork)
-check "30 processes living 30 ms each" "$short_pids" "nofp" "${any}spin_leaf;short_spin;main;$root" 80 20
+check "30 processes living 30 ms each" "$short_pids" "nofp" "${any}spin_leaf;short_spin;main;$root" 80 15
 py_static='python3\.11\+0x[0-9a-f]+;'   # static functions: no symbol in the binary
 check "python3.11 reaches _start" "${bg_pids[python]}" "" "${any}Py_BytesMain;$root" 95
 check "python3.11 pure-Python loop: exact stack" "${bg_pids[python]}" "" \
@@ -430,8 +430,8 @@ start_ret() {   # FILE: file offset after the first call in _start (text offset 
 }
 gz_root="gzip\\+$(start_ret /usr/bin/gzip)"
 xz_root="xz\\+$(start_ret /usr/bin/xz)"
-check "gzip compressing reaches _start" "$gzip_pid" "" "(gzip\\+0x[0-9a-f]+;)+__libc_start_call_main;__libc_start_main_impl;$gz_root" 95
-check "xz compressing reaches _start" "$xz_pid" "" "((liblzma\\.so\\.5\\.4\\.1\\+0x[0-9a-f]+|lzma_[a-z_]+);)*(xz\\+0x[0-9a-f]+;)+__libc_start_call_main;__libc_start_main_impl;$xz_root" 95
+check "gzip compressing reaches _start" "$gzip_pid" "" "${any}(gzip\\+0x[0-9a-f]+;)+__libc_start_call_main;__libc_start_main_impl;$gz_root" 95
+check "xz compressing reaches _start" "$xz_pid" "" "${any}(xz\\+0x[0-9a-f]+;)+__libc_start_call_main;__libc_start_main_impl;$xz_root" 95
 
 # Never a wrong root: every user stack of a fixture ends at _start, at the
 # dynamic loader's entry (process start), or in an explicit error frame.
