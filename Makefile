@@ -10,6 +10,7 @@ PROTOC_C   ?= protoc-c
 DURATION   ?= 10
 FREQUENCY  ?= 20
 INTERVAL   ?= 5
+DEMO       ?= 1
 OUT        ?= out
 
 PKGS       := libbpf libelf libdw sqlite3 libprotobuf-c jansson libmicrohttpd libcurl zlib libcrypto libseccomp \
@@ -142,7 +143,7 @@ test: deps
 
 run: deps
 	$(MAKE) all
-	scripts/run.sh --build $(BUILD) --out $(OUT) --duration $(DURATION) --frequency $(FREQUENCY) --interval $(INTERVAL)
+	scripts/run.sh --build $(BUILD) --out $(OUT) --duration $(DURATION) --frequency $(FREQUENCY) --interval $(INTERVAL) --demo $(DEMO)
 
 clean:
 	rm -rf $(BUILD)

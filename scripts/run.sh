@@ -3,7 +3,7 @@
 # profiles in the output folder, then prints the top functions.
 set -euo pipefail
 
-BUILD=build OUT=out DURATION=10 FREQUENCY=20 INTERVAL=5 STATE=var RUN_USER=nobody
+BUILD=build OUT=out DURATION=10 FREQUENCY=20 INTERVAL=5 STATE=var RUN_USER=nobody DEMO=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--build) BUILD=$2; shift 2 ;;
@@ -13,6 +13,7 @@ while [ $# -gt 0 ]; do
 	--interval) INTERVAL=$2; shift 2 ;;
 	--state) STATE=$2; shift 2 ;;
 	--user) RUN_USER=$2; shift 2 ;;
+	--demo) DEMO=$2; shift 2 ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -27,8 +28,13 @@ rm -f "$OUT/profile.pb.gz" "$OUT/profile.otlp.pb" "$OUT/flamegraph.html"
 SOCK="$STATE/collector.sock"
 rm -f "$SOCK"
 
-sym_pid= coll_pid=
+sym_pid= coll_pid= demo_pid=
 stop_all() {
+	if [ -n "$demo_pid" ]; then
+		kill -TERM -- "-$demo_pid" 2>/dev/null || true
+		wait "$demo_pid" 2>/dev/null || true
+	fi
+	demo_pid=
 	if [ -n "$coll_pid" ] && kill -0 "$coll_pid" 2>/dev/null; then
 		kill -TERM "$coll_pid" 2>/dev/null || true
 		wait "$coll_pid" 2>/dev/null || true
@@ -68,6 +74,21 @@ setsid "$BUILD/opal-collector" --socket "$SOCK" --frequency "$FREQUENCY" --inter
 coll_pid=$!
 
 echo "make run: profiling this machine for ${DURATION}s at ${FREQUENCY} Hz (Ctrl-C stops early)" >&2
+# A fresh machine may be idle, and idle CPUs are counted, not shipped: a
+# niced demo load (Debian's python3 with zlib and json, built without frame
+# pointers) makes sure the profile shows real stacks. DEMO=0 turns it off.
+if [ "$DEMO" = 1 ]; then
+	echo "make run: also running a demo load at nice 19 (python3: zlib, json, sort; DEMO=0 turns it off)" >&2
+	setsid nice -n 19 python3 -c '
+import json, os, zlib
+while True:
+    data = os.urandom(1 << 16) * 64
+    zlib.decompress(zlib.compress(data, 6))
+    json.loads(json.dumps([{str(i): i * i} for i in range(100000)]))
+    sorted(str(i * 7919 % 100003) for i in range(200000))
+' </dev/null >/dev/null 2>&1 &
+	demo_pid=$!
+fi
 end=$((SECONDS + DURATION))
 while [ "$interrupted" -eq 0 ] && [ $SECONDS -lt $end ]; do
 	kill -0 "$coll_pid" 2>/dev/null || { wait "$coll_pid" || true; coll_pid=; die "opal-collector exited early (see its messages above)"; }

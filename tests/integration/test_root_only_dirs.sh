@@ -28,7 +28,9 @@ coll=
 for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
 "$build/opal-collector" --socket "$sock" --frequency 99 --interval 1 2>"$home/coll.log" &
 coll=$!
-sleep 4
+# Work for the profile: on an idle machine the daemons' own samples are
+# excluded and nothing else may run.
+timeout 4 bash -c 'while :; do :; done'
 kill -TERM $coll; wait $coll
 kill -TERM $sym; wait $sym
 rc=$?
