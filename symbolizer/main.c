@@ -79,6 +79,7 @@ struct daemon {
 	struct opal_otlp_logs_options logs;     /* profiles-as-logs resource */
 	struct opal_exporters *exporters;
 	struct opal_recent *recent;             /* NULL: none kept */
+	struct opal_symbolizer *sym;
 };
 
 static struct opal_recent_limits recent_limits(const struct opal_sym_config *c)
@@ -92,6 +93,8 @@ static struct opal_recent_limits recent_limits(const struct opal_sym_config *c)
  * derived values are reallocated by every reload that applies something). */
 static void refresh_options(struct daemon *d)
 {
+	if (d->sym)
+		opal_symbolizer_set_max_debug_memory(d->sym, d->cfg.o.max_debug_memory);
 	d->out.keep_intervals = d->cfg.o.keep_intervals;
 	d->out.write_intervals = d->cfg.write_intervals;
 	d->otlp = (struct opal_otlp_options){ .resource_attributes = d->cfg.res_attrs,
@@ -368,6 +371,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	d.out = (struct opal_output){ .dir = out_dir, .otlp = &d.otlp };
+	d.sym = sym;
 	refresh_options(&d);
 	if ((err = opal_output_init(&d.out)) < 0) {
 		opal_err("cannot prepare %s: %s", o->out_dir, strerror(-err));

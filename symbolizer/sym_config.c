@@ -38,6 +38,11 @@ static const struct opal_opt opts[] = {
 	{ .name = "max-open-files", .type = OPAL_OPT_UINT, .offset = F(max_open_files),
 	  .def = "512", .arg = "N", .help = "libdwfl handles kept open, least recently used "
 					   "closed first (0 counts as 1)", .max = 1000000 },
+	{ .name = "max-debug-memory", .type = OPAL_OPT_SIZE, .offset = F(max_debug_memory),
+	  .def = "1g", .arg = "BYTES",
+	  .help = "memory of the open libdwfl sessions together (debug sections, line "
+		  "tables), least recently used closed first; 0 = no bound",
+	  .max = 1ull << 44, .reloadable = true },
 	{ .name = "verbose", .type = OPAL_OPT_BOOL, .offset = F(verbose), .help = "debug logging",
 	  .reloadable = true },
 	{ .name = "http-listen", .type = OPAL_OPT_STRING, .offset = F(http_listen),

@@ -18,7 +18,7 @@
 /* Values as loaded (field per option; see the table in sym_config.c). */
 struct opal_sym_options {
 	char *socket, *state_dir, *out_dir, *user;
-	uint64_t keep_intervals, max_open_files;
+	uint64_t keep_intervals, max_open_files, max_debug_memory;
 	bool whole_run, verbose;
 	struct opal_strlist allow_uid;
 	char *http_listen, *token_file, *tls_cert, *tls_key;

@@ -199,12 +199,16 @@ static void test_health_metrics_routes(void **state)
 	free(r.body);
 	Opal__Wire__V1__CollectorCounters cc = OPAL__WIRE__V1__COLLECTOR_COUNTERS__INIT;
 	cc.samples_total = 1234;
+	cc.frames_truncated = 77;
+	cc.vma_busy = 5;
 	opal_metrics_collector_counters("host\"a", &cc);
 	r = req(e, "GET", "/metrics", NULL, 0, NULL, NULL);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "opal_debuginfo_uploads_total{outcome=\"stored\"}"));
 	assert_non_null(strstr(r.body, "opal_symbolize_duration_seconds_bucket{le=\"+Inf\"}"));
 	assert_non_null(strstr(r.body, "opal_collector_samples_total{host=\"host\\\"a\"} 1234"));
+	assert_non_null(strstr(r.body, "opal_collector_frames_truncated_total{host=\"host\\\"a\"} 77"));
+	assert_non_null(strstr(r.body, "opal_collector_vma_busy_total{host=\"host\\\"a\"} 5"));
 	assert_non_null(strstr(r.body, "opal_symbolize_cache_misses_total"));
 	for (char *line = r.body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1
 									  : NULL)

@@ -75,14 +75,14 @@ static void test_table(void **state)
 {
 	static const char *const names[] = {
 		"socket", "state-dir", "out-dir", "keep-intervals", "whole-run", "user", "allow-uid",
-		"max-open-files", "verbose", "http-listen", "token-file", "tls-cert", "tls-key",
+		"max-open-files", "max-debug-memory", "verbose", "http-listen", "token-file", "tls-cert", "tls-key",
 		"max-upload-bytes", "upload-expiry", "upstream", "upstream-token-file",
 		"upstream-cacert", "upload-debuginfo", "export", "otlp-endpoint", "otlp-headers",
 		"otlp-timeout", "otlp-compression", "otlp-queue-bytes", "resource-attributes",
 		"service-name", "flamegraph-keep", "flamegraph-max-bytes", "flamegraph-max-age",
 	};
 	static const char *const reloadable[] = {
-		"keep-intervals", "verbose", "export", "otlp-endpoint", "otlp-headers",
+		"keep-intervals", "max-debug-memory", "verbose", "export", "otlp-endpoint", "otlp-headers",
 		"otlp-timeout", "otlp-compression", "otlp-queue-bytes", "resource-attributes",
 		"service-name", "flamegraph-keep", "flamegraph-max-bytes", "flamegraph-max-age",
 	};
@@ -125,6 +125,7 @@ static void test_defaults(void **state)
 	assert_string_equal(c.o.out_dir, "/var/lib/opal/out");
 	assert_int_equal(c.o.keep_intervals, 100);
 	assert_int_equal(c.o.max_open_files, 512);
+	assert_int_equal(c.o.max_debug_memory, 1ull << 30);
 	assert_string_equal(c.o.http_listen, "127.0.0.1:7412");
 	assert_false(c.http_required);
 	assert_int_equal(c.o.max_upload_bytes, 1u << 30);
@@ -290,11 +291,14 @@ static void test_reload(void **state)
 	/* only exporter-unrelated options: the exporters stay */
 	write_conf("{\"export\": [\"pprof\", \"otlp\"], \"otlp-endpoint\": \"http://h:4318\", "
 		   "\"resource-attributes\": \"a=b\", \"max-open-files\": 5, "
-		   "\"flamegraph-keep\": 4, \"otlp-headers\": \"k=v\", \"verbose\": true}");
+		   "\"flamegraph-keep\": 4, \"otlp-headers\": \"k=v\", \"verbose\": true, "
+		   "\"max-debug-memory\": \"64m\"}");
 	assert_int_equal(opal_sym_config_reload(5, argv, &c, &plan), 0);
-	assert_int_equal(plan.n_applied, 2);
+	assert_int_equal(plan.n_applied, 3);
+	assert_true(opal_config_plan_applied(&plan, "max-debug-memory"));
 	assert_false(opal_sym_config_exporters_changed(&plan));
 	assert_true(c.o.verbose);
+	assert_int_equal(c.o.max_debug_memory, 64ull << 20);
 	opal_sym_config_free(&c);
 	unlink(conf_path);
 }
