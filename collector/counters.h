@@ -23,6 +23,7 @@ struct opal_counters {
 	uint64_t frames_fp_fallback;      /* frames found with frame pointers (no table) */
 	uint64_t samples_deferred;        /* samples finished by the userspace unwinder */
 	uint64_t unwind_tables_built;     /* tables built and loaded into BPF */
+	uint64_t unwind_tables_ahead;     /* ... of them requested ahead of need (busy files) */
 	uint64_t unwind_table_errors;     /* files left without a table (no CFI, errors, no room) */
 	uint64_t unwind_tables_unloaded;  /* tables unloaded (idle or for room) */
 	uint64_t proc_installs;           /* process mapping arrays written to BPF */

@@ -219,6 +219,7 @@ static void fill_counters(struct collector *c, const uint64_t *bpf,
 	out->frames_fp_fallback = c->ctr.frames_fp_fallback;
 	out->samples_deferred = c->ctr.samples_deferred;
 	out->unwind_tables_built = c->ctr.unwind_tables_built;
+	out->unwind_tables_ahead = c->ctr.unwind_tables_ahead;
 	out->unwind_table_errors = c->ctr.unwind_table_errors;
 	out->unwind_tables_unloaded = c->ctr.unwind_tables_unloaded;
 	out->proc_installs = c->ctr.proc_installs;

@@ -167,6 +167,13 @@ uint32_t opal_unwind_file_slot(struct opal_unwind_file *f, uint64_t now_ns)
 	return OPAL_SLOT_PENDING;
 }
 
+bool opal_unwind_file_wants_ahead(const struct opal_unwind_maps *m,
+				  const struct opal_unwind_file *f)
+{
+	return f->state == OPAL_UFILE_PENDING && f->refs >= OPAL_UNWIND_AHEAD_REFS &&
+	       m->bytes < m->max_bytes / 2;
+}
+
 /* Unloads idle tables, least recently released first, until a slot and
  * `bytes` more fit. Returns 0 or -ENOSPC. */
 static int make_room(struct opal_unwind_maps *m, uint64_t bytes)

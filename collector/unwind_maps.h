@@ -39,6 +39,8 @@
 #define OPAL_UNWIND_INLINE_BYTES      (4ull << 20)    /* files up to this size are built
 							 * by the caller (libc: 11 ms), larger
 							 * ones on the builder thread */
+#define OPAL_UNWIND_AHEAD_REFS        8               /* a file mapped by this many
+							 * installed processes is busy */
 
 enum opal_unwind_file_state {
 	OPAL_UFILE_PENDING = 0,   /* not built yet */
@@ -112,6 +114,15 @@ void opal_unwind_file_hold(struct opal_unwind_maps *m, struct opal_unwind_file *
  * OPAL_SLOT_PENDING or OPAL_SLOT_NONE. A FAILED -ENOSPC entry older than
  * OPAL_UNWIND_RETRY_NS becomes PENDING again here. */
 uint32_t opal_unwind_file_slot(struct opal_unwind_file *f, uint64_t now_ns);
+
+/* Whether PENDING `f` is busy enough to be built before a sample needs
+ * it: mapped by at least OPAL_UNWIND_AHEAD_REFS installed process
+ * mappings (libc, ld.so, a shared interpreter), so that the next new
+ * process's samples in it unwind in BPF instead of being deferred. Only
+ * while the loaded tables take under half of max_bytes: tables built
+ * ahead must not crowd out tables samples need. */
+bool opal_unwind_file_wants_ahead(const struct opal_unwind_maps *m,
+				  const struct opal_unwind_file *f);
 
 /* Asks for the table of PENDING file `f`, built from the ELF open on `fd`
  * (the descriptor stays the caller's): for a file larger than

@@ -83,6 +83,16 @@ void opal_procs_uninstall(struct opal_proc_table *t, struct opal_proc *p)
 	p->installed = false;
 }
 
+/* Requests the table of busy file `f` now, before a sample needs it. */
+static void build_ahead(struct opal_proc_table *t, struct opal_unwind_file *uf,
+			struct opal_file *f, uint64_t now)
+{
+	int fd = opal_files_fd(t->files, f);
+
+	if (fd >= 0 && opal_unwind_file_request(t->unwind, uf, fd, now) >= 0)
+		t->ctr->unwind_tables_ahead++;
+}
+
 int opal_procs_install(struct opal_proc_table *t, struct opal_proc *p)
 {
 	struct opal_unwind_mapping *arr;
@@ -112,6 +122,8 @@ int opal_procs_install(struct opal_proc_table *t, struct opal_proc *p)
 		e->inode = m->inode;
 		e->slot = OPAL_SLOT_NONE;
 		if (uf) {
+			if (opal_unwind_file_wants_ahead(t->unwind, uf))
+				build_ahead(t, uf, f, now);
 			e->bias = p->res[i].load_bias;
 			e->slot = opal_unwind_file_slot(uf, now);
 		}

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "collector/samples.h"
+#include "collector/unwind_proc.h"
 #include "fileid.h"
 
 #define NATIVE OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_NATIVE
@@ -32,7 +33,7 @@
 
 /* ---- fake process source ------------------------------------------------ */
 
-#define MAX_FAKE 8
+#define MAX_FAKE 16
 
 struct fake_proc {
 	pid_t pid;
@@ -667,6 +668,58 @@ static void test_shared_file_one_entry(void **state)
 	fx_free(x);
 }
 
+/* Busy files get their unwind table before any sample needs it: the
+ * eighth process mapping libc finds its table built at install (no BPF:
+ * tables kept in userspace), unless loaded tables take half the budget. */
+static void test_busy_file_built_ahead(void **state)
+{
+	(void)state;
+	static const char LIBC_MAPS[] = "7f5000026000-7f500017c000 r-xp 00026000 08:01 555 "
+					"/lib/x86_64-linux-gnu/libc.so.6";
+	struct fx *x = fx_new(16, 16, false);
+	struct opal_unwind_maps m;
+	struct opal_proc *p;
+
+	assert_int_equal(opal_unwind_maps_init(&m, -1, -1, -1, -1, 0, 0, &x->ctr), 0);
+	x->procs.unwind = &m;
+	for (int i = 0; i < OPAL_UNWIND_AHEAD_REFS; i++) {
+		x->fake.procs[2 + i] = (struct fake_proc){ 200 + i, "sh", "/bin/sh", LIBC_MAPS };
+		x->fake.files[2 + i] = (struct fake_file){ 200 + i, 0x7f5000026000, 0x7f500017c000,
+							   "/lib/x86_64-linux-gnu/libc.so.6" };
+	}
+	for (int i = 0; i < OPAL_UNWIND_AHEAD_REFS - 1; i++) {
+		assert_non_null(p = opal_procs_get(&x->procs, 200 + i));
+		assert_int_equal(opal_procs_install(&x->procs, p), 0);
+		assert_int_equal(p->n_maps, 1);
+		assert_int_equal(p->res[0].slot, OPAL_SLOT_PENDING);
+	}
+	assert_int_equal(x->ctr.unwind_tables_ahead, 0);
+	assert_int_equal(x->ctr.unwind_tables_built, 0);
+
+	/* with half the byte budget taken, not even a busy file is built ahead */
+	m.bytes = m.max_bytes / 2;
+	assert_non_null(p = opal_procs_get(&x->procs, 200 + OPAL_UNWIND_AHEAD_REFS - 1));
+	assert_int_equal(opal_procs_install(&x->procs, p), 0);
+	assert_int_equal(p->res[0].slot, OPAL_SLOT_PENDING);
+	assert_int_equal(x->ctr.unwind_tables_ahead, 0);
+
+	m.bytes = 0;
+	assert_int_equal(opal_procs_install(&x->procs, p), 0);
+	assert_int_equal(x->ctr.unwind_tables_ahead, 1);
+	assert_int_equal(x->ctr.unwind_tables_built, 1);
+	assert_true(p->res[0].slot < OPAL_UNWIND_MAX_TABLES);
+	assert_int_equal(p->res[0].uf->state, OPAL_UFILE_LOADED);
+	assert_true(p->res[0].uf->n_rules > 1000);
+	/* one table for all of them: a reinstall of the first takes its slot */
+	assert_non_null(p = opal_procs_get(&x->procs, 200));
+	assert_int_equal(opal_procs_install(&x->procs, p), 0);
+	assert_true(p->res[0].slot < OPAL_UNWIND_MAX_TABLES);
+	assert_int_equal(x->ctr.unwind_tables_built, 1);
+	assert_int_equal(x->ctr.unwind_tables_ahead, 1);
+	opal_unwinder_detach(&x->procs);
+	fx_free(x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -681,6 +734,7 @@ int main(void)
 		cmocka_unit_test(test_fd_lru_and_reopen),
 		cmocka_unit_test(test_identity_bound),
 		cmocka_unit_test(test_shared_file_one_entry),
+		cmocka_unit_test(test_busy_file_built_ahead),
 	};
 	return cmocka_run_group_tests(tests, setup_files, teardown_files);
 }
