@@ -33,6 +33,7 @@ static const unsigned http_codes[] = { 200, 400, 401, 403, 404, 405, 406, 409, 4
 struct collector_row {
 	char host[128];
 	uint64_t seen;   /* render order / replacement age */
+	uint64_t run_id, seq;   /* of the interval the counters came with */
 	Opal__Wire__V1__CollectorCounters c;
 };
 
@@ -112,7 +113,7 @@ void opal_metrics_symbolize_latency(uint64_t ns, uint64_t weight)
 	add(&m.lat_count, weight);
 }
 
-void opal_metrics_collector_counters(const char *host,
+void opal_metrics_collector_counters(const char *host, uint64_t run_id, uint64_t seq,
 				     const Opal__Wire__V1__CollectorCounters *c)
 {
 	if (!c)
@@ -124,6 +125,10 @@ void opal_metrics_collector_counters(const char *host,
 	for (size_t i = 0; i < m.n_rows && !row; i++)
 		if (strncmp(m.rows[i].host, host, sizeof(m.rows[i].host) - 1) == 0)
 			row = &m.rows[i];
+	if (row && row->run_id == run_id && seq <= row->seq) {
+		pthread_mutex_unlock(&m.lock);
+		return;   /* older than what is published */
+	}
 	if (!row && m.n_rows < OPAL_METRICS_MAX_COLLECTORS)
 		row = &m.rows[m.n_rows++];
 	if (!row) {
@@ -134,6 +139,8 @@ void opal_metrics_collector_counters(const char *host,
 	}
 	snprintf(row->host, sizeof(row->host), "%s", host);
 	row->seen = ++m.clock;
+	row->run_id = run_id;
+	row->seq = seq;
 	row->c = *c;
 	pthread_mutex_unlock(&m.lock);
 }
@@ -205,6 +212,8 @@ static void render_collectors(FILE *f)
 		  "Samples whose unwind was finished in userspace"),
 		F(unwind_tables_built, "unwind_tables_built",
 		  "Per-file unwind tables built and loaded into BPF"),
+		F(unwind_tables_ahead, "unwind_tables_ahead",
+		  "Unwind tables requested ahead of need (files mapped by many processes)"),
 		F(unwind_table_errors, "unwind_table_errors",
 		  "Files left without an unwind table (no CFI, errors, no room)"),
 		F(unwind_tables_unloaded, "unwind_tables_unloaded",

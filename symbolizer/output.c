@@ -16,23 +16,64 @@
 #define INTERVAL_PREFIX "interval-"
 #define PPROF_SUFFIX ".pb.gz"
 #define OTLP_SUFFIX ".otlp.pb"
+#define TMP_SUFFIX ".tmp"    /* opal_outfile_write's temporary name */
+
+static bool has_suffix(const char *name, const char *suffix)
+{
+	size_t len = strlen(name), sl = strlen(suffix);
+
+	return len > sl && strcmp(name + len - sl, suffix) == 0;
+}
+
+static int is_interval_tmp(const struct dirent *d)
+{
+	return strncmp(d->d_name, INTERVAL_PREFIX, strlen(INTERVAL_PREFIX)) == 0 &&
+	       has_suffix(d->d_name, TMP_SUFFIX);
+}
+
+/* Deletes the temporary files (opal_outfile_write) a killed symbolizer
+ * left in `dir` that `want` selects. Returns how many went. */
+static int remove_tmp(const char *dir, int (*want)(const struct dirent *))
+{
+	struct dirent **names;
+	char path[4400];
+	int n = scandir(dir, &names, want, alphasort), removed = 0;
+
+	for (int i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
+		removed += unlink(path) == 0;
+		free(names[i]);
+	}
+	if (n >= 0)
+		free(names);
+	return removed;
+}
+
+static int is_whole_tmp(const struct dirent *d)
+{
+	return strcmp(d->d_name, "profile" PPROF_SUFFIX TMP_SUFFIX) == 0 ||
+	       strcmp(d->d_name, "profile" OTLP_SUFFIX TMP_SUFFIX) == 0;
+}
 
 int opal_output_init(struct opal_output *o)
 {
 	char path[4096];
+	int removed;
 
 	snprintf(path, sizeof(path), "%s/intervals", o->dir);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return -errno;
+	removed = remove_tmp(path, is_interval_tmp) + remove_tmp(o->dir, is_whole_tmp);
+	if (removed)
+		opal_info("removed %d unfinished output file(s) of an earlier run from %s", removed,
+			  o->dir);
 	return 0;
 }
 
 static int is_interval_pprof(const struct dirent *d)
 {
-	size_t len = strlen(d->d_name), sl = strlen(PPROF_SUFFIX);
-
-	return strncmp(d->d_name, INTERVAL_PREFIX, strlen(INTERVAL_PREFIX)) == 0 && len > sl &&
-	       strcmp(d->d_name + len - sl, PPROF_SUFFIX) == 0;
+	return strncmp(d->d_name, INTERVAL_PREFIX, strlen(INTERVAL_PREFIX)) == 0 &&
+	       has_suffix(d->d_name, PPROF_SUFFIX);
 }
 
 /* Names sort chronologically (zero-padded start time), so the first entries

@@ -29,7 +29,9 @@ struct opal_output_interval {
 	size_t otlp_len;
 };
 
-/* Creates <dir>/intervals if needed. Returns 0 or -errno. */
+/* Creates <dir>/intervals if needed and deletes the temporary files a
+ * killed run left (interval-*.tmp there, profile.pb.gz.tmp and
+ * profile.otlp.pb.tmp in <dir>; nothing else). Returns 0 or -errno. */
 int opal_output_init(struct opal_output *o);
 
 /* Encodes one interval: gzip'd pprof always, OTLP when `want_otlp` or

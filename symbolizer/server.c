@@ -205,7 +205,7 @@ static void on_interval(struct server *sv, struct conn *c, const Opal__Wire__V1_
 		opal_warn("interval before Hello dropped");
 		return;
 	}
-	opal_metrics_collector_counters(c->host_name, iv->counters);
+	opal_metrics_collector_counters(c->host_name, iv->run_id, iv->seq, iv->counters);
 	if (opal_ledger_seen(cfg->ledger, iv->run_id, iv->seq)) {
 		c->duplicates++;
 		opal_info("interval %" PRIu64 " of run %016" PRIx64 " already written; acknowledging",

@@ -201,7 +201,12 @@ static void test_health_metrics_routes(void **state)
 	cc.samples_total = 1234;
 	cc.frames_truncated = 77;
 	cc.vma_busy = 5;
-	opal_metrics_collector_counters("host\"a", &cc);
+	opal_metrics_collector_counters("host\"a", 7, 3, &cc);
+	/* an older interval of the same run (re-sent) does not move them back */
+	Opal__Wire__V1__CollectorCounters older = OPAL__WIRE__V1__COLLECTOR_COUNTERS__INIT;
+	older.samples_total = 1000;
+	opal_metrics_collector_counters("host\"a", 7, 2, &older);
+	opal_metrics_collector_counters("host\"a", 7, 3, &older);
 	r = req(e, "GET", "/metrics", NULL, 0, NULL, NULL);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "opal_debuginfo_uploads_total{outcome=\"stored\"}"));
@@ -214,6 +219,11 @@ static void test_health_metrics_routes(void **state)
 									  : NULL)
 		if (*line != '#' && *line != '\n')
 			assert_int_equal(strncmp(line, "opal_", 5), 0);
+	free(r.body);
+	/* a new run of that collector (restarted) starts its counters again */
+	opal_metrics_collector_counters("host\"a", 8, 1, &older);
+	r = req(e, "GET", "/metrics", NULL, 0, NULL, NULL);
+	assert_non_null(strstr(r.body, "opal_collector_samples_total{host=\"host\\\"a\"} 1000"));
 	free(r.body);
 	expect_error(req(e, "GET", "/nope", NULL, 0, NULL, NULL), 404, "no such endpoint");
 	expect_error(req(e, "GET", "/symbolize/v1", NULL, 0, TOKEN, NULL), 405, NULL);

@@ -188,6 +188,20 @@ static void test_output_encodes_once(void **state)
 	(void)state;
 	snprintf(sub, sizeof(sub), "%s/intervals", dir);
 	assert_int_equal(opal_output_init(&o), 0);
+	/* what a killed run leaves goes at the next start; other files stay */
+	const char *left[] = { "intervals/interval-0000000000000000001-000001.pb.gz.tmp",
+			       "profile.otlp.pb.tmp", "profile.pb.gz.tmp", "mine.tmp" };
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, left[i]);
+		FILE *t = fopen(path, "w");
+		assert_non_null(t);
+		fclose(t);
+	}
+	assert_int_equal(opal_output_init(&o), 0);
+	assert_int_equal(count(sub, ".tmp"), 0);
+	assert_int_equal(count(dir, ".tmp"), 1);
+	snprintf(path, sizeof(path), "%s/mine.tmp", dir);
+	assert_int_equal(unlink(path), 0);
 	for (uint64_t seq = 1; seq <= 3; seq++) {
 		assert_int_equal(opal_output_write_interval(&o, p, T0 + seq * 5 * S, seq, false, &enc),
 				 0);
