@@ -124,6 +124,7 @@ enum opal_unwind_err {
 
 /* Result of one step besides a negative enum opal_unwind_err. */
 #define OPAL_STEP_OK  0
-#define OPAL_STEP_END 1   /* outermost frame: return address undefined or 0 */
+#define OPAL_STEP_END 1   /* outermost frame: return address undefined or 0,
+                           * or RBP 0 in a frame-pointer step */
 
 #endif

@@ -178,7 +178,10 @@ OPAL_UNWIND_INLINE int opal_unwind_step(const struct opal_unwind_body *b,
 }
 
 /* Frame-pointer step for code without a table (JIT, files without CFI):
- * CFA = RBP + 16, return address at RBP + 8, caller's RBP at RBP. */
+ * CFA = RBP + 16, return address at RBP + 8, caller's RBP at RBP.
+ * Returns OPAL_STEP_OK, OPAL_STEP_END when RBP is 0 (the x86-64 psABI's
+ * mark of the outermost frame, set by _start) or the saved return address
+ * is 0, or a negative enum opal_unwind_err. */
 OPAL_UNWIND_INLINE int opal_unwind_fp_step(struct opal_unwind_regs *regs, void *rctx)
 {
 	__u64 bp = regs->r[OPAL_DWARF_RBP], sp = regs->r[OPAL_DWARF_RSP];
@@ -186,6 +189,8 @@ OPAL_UNWIND_INLINE int opal_unwind_fp_step(struct opal_unwind_regs *regs, void *
 
 	if (!(regs->valid & (1u << OPAL_DWARF_RBP)))
 		return -OPAL_UERR_REG_UNKNOWN;
+	if (bp == 0)
+		return OPAL_STEP_END;
 	if (bp < sp || bp + 16 <= sp)
 		return -OPAL_UERR_BAD_FRAME;
 	if (OPAL_UNWIND_READ(rctx, pair, 16, bp) < 0)

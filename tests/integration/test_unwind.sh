@@ -2,8 +2,11 @@
 # End-to-end test of the DWARF unwinder (docs/unwinding.md): the real
 # collector (BPF) and symbolizer profile the frame-pointer-less fixtures of
 # tests/fixtures/nofp (one mode per unwinding case), processes in every
-# lifecycle situation, Debian's python3.11, gzip and xz. Each case asserts
-# the exact expected stack (leaf to _start) through `opal-report stacks`.
+# lifecycle situation, Debian's python3.11, gzip and xz, and the
+# frame-pointer fallback on tests/fixtures/unwind_fp (files without any
+# CFI). Each case asserts the exact expected stack (leaf to _start) through
+# `opal-report stacks`; the collector's counters come from the symbolizer's
+# /metrics.
 # usage: tests/integration/test_unwind.sh BUILD_DIR   (as root)
 # Prints PASS/FAIL per case and ends with "N passed, N failed"; exits
 # non-zero on any failure. Missing prerequisites are failures, not skips.
@@ -39,11 +42,11 @@ need() {
 
 build=$(cd "$build_arg" 2>/dev/null && pwd) || { need build-dir "no folder $build_arg"; finish; }
 fx=$build/fixtures/nofp
+fxfp=$build/fixtures/unwind_fp
 collector=$build/opal-collector
 symbolizer=$build/opal-symbolizer
 report=$build/opal-report
 python=/usr/bin/python3.11   # Debian's: a python3 earlier on PATH may not be
-ldso=/lib64/ld-linux-x86-64.so.2
 
 [ "$(id -u)" -eq 0 ] || need root "run as root: the collector loads BPF programs and opens perf events"
 [ -r /sys/kernel/btf/vmlinux ] || need bpf "/sys/kernel/btf/vmlinux is missing: no BTF"
@@ -54,7 +57,10 @@ done
 for f in nofp nofp2 libnofp.so libnofp_a.so libnofp_b.so; do
 	[ -e "$fx/$f" ] || need fixtures "$fx/$f is missing: run 'make fixtures'"
 done
-for t in "$python" /usr/bin/gzip /usr/bin/xz unshare chroot ldd objdump readelf; do
+for f in fpwalk libfpwalk.so; do
+	[ -e "$fxfp/$f" ] || need fixtures "$fxfp/$f is missing: run 'make fixtures'"
+done
+for t in "$python" /usr/bin/gzip /usr/bin/xz unshare chroot ldd objdump readelf curl; do
 	command -v "$t" >/dev/null 2>&1 || need tools "$t is missing"
 done
 [ -r /proc/kallsyms ] || need kallsyms "/proc/kallsyms is not readable"
@@ -142,7 +148,7 @@ ldd "$fx/nofp" | awk '$(NF-1) ~ /^\// { print $(NF-1) } $1 ~ /^\// { print $1 }'
 
 # ---- symbolizer, processes started before the collector, collector -----------------
 "$symbolizer" --socket "$sock" --state-dir "$state" --out-dir "$out" --user nobody --whole-run \
-	>"$tmp/symbolizer.log" 2>&1 &
+	--http-listen 127.0.0.1:0 >"$tmp/symbolizer.log" 2>&1 &
 sym_pid=$!
 for _ in $(seq 100); do
 	[ -S "$sock" ] && break
@@ -154,6 +160,13 @@ if [ ! -S "$sock" ]; then
 	show_log symbolizer "$tmp/symbolizer.log"
 	finish
 fi
+# The socket exists before the HTTP API starts (after the sandbox): wait
+# for the API's log line.
+for _ in $(seq 100); do
+	grep -q 'listening on .*; state ' "$tmp/symbolizer.log" && break
+	sleep 0.1
+done
+port=$(sed -n 's/.*http: listening on 127.0.0.1:0 (port \([0-9]*\).*/\1/p' "$tmp/symbolizer.log")
 
 run_bg before "$fx/nofp" spin 9 1
 run_bg deleted "$tmp/del/nofp" spin 9 1
@@ -205,6 +218,7 @@ pair "plt:$fx/nofp plt 3" "kinds:$fx/nofp kinds 3"
 pair "signal:$fx/nofp signal 3" "rareg:$fx/nofp rareg 3"
 pair "vfork:$fx/nofp vfork 3" "fork:$fx/nofp fork 3"
 pair "deep300:$fx/nofp deep 3 300" "vdso:$fx/nofp vdso 3"
+pair "fpchain:$fxfp/fpwalk chain 3" "fpqsort:$fxfp/fpwalk qsort 3"
 pair "dlopen:$fx/nofp dlopen 1.5 $fx" "exec:$fx/nofp exec 1.5 $fx/nofp2"
 pair "replaced_new:$tmp/repl/nofp spin 3 1" \
 	"chroot:unshare --mount --propagation private chroot $croot /nofp spin 3 2"
@@ -242,7 +256,14 @@ else
 	fail "collector stops cleanly" "exit status $wait_rc"
 	show_log collector "$tmp/collector.log"
 fi
-sleep 1
+# The collector's counters as of its final interval: /metrics once the
+# symbolizer has taken that interval in.
+for _ in $(seq 100); do
+	grep -q 'interval [0-9]* (final): ' "$tmp/symbolizer.log" && break
+	sleep 0.1
+done
+curl -s --max-time 10 "http://127.0.0.1:${port:-0}/metrics" >"$tmp/metrics.txt" 2>&1 ||
+	fail "GET /metrics" "port '$port': $(head -c 200 "$tmp/metrics.txt")"
 kill -TERM "$sym_pid" 2>/dev/null
 wait_for_exit "$sym_pid" 60
 [ "$wait_rc" -eq 0 ] || fail "symbolizer stops cleanly" "exit status $wait_rc"
@@ -449,6 +470,55 @@ if msg=$(awk -F'\t' -v ld="$ld_root" '
 	pass "no fixture stack ends anywhere but _start or an error frame"
 else
 	fail "no fixture stack ends anywhere but _start or an error frame" "$msg"
+fi
+
+# ---- frame-pointer fallback: files without any CFI (tests/fixtures/unwind_fp) ----
+# fpwalk and libfpwalk.so get no unwind table, so their frames are walked
+# with frame pointers; libc's with its DWARF rules; the last step, from
+# fpwalk's _start, meets RBP = 0 (the psABI's outermost-frame mark) and
+# ends the walk there: no error frame after _start.
+fp_chain="fpw_leaf;fpw_exe_inner;fpw_lib_link;fpw_exe_outer;main;$root"
+fp_qsort="(fpw_cmp;)?(msort_with_tmp;)+__GI___qsort_r;fpw_sort;main;$root"
+check "no CFI: frame pointers through fpwalk and libfpwalk.so, DWARF in libc, to _start" \
+	"$(pid_of fpchain)" "fpwalk" "${any}$fp_chain" 90
+check "no CFI: comparator called from libc (frame pointers, DWARF, frame pointers)" \
+	"$(pid_of fpqsort)" "fpwalk" "$fp_qsort" 90
+if msg=$(awk -F'\t' -v ld="$ld_root" '
+	$2 != "fpwalk" || $4 == "" { next }
+	{
+		n = split($4, f, ";")
+		total += $3
+		if (f[n] == "_start" || f[n] ~ "^" ld "$") next
+		bad += $3; ex = $4
+	}
+	END {
+		if (total == 0) { print "no samples"; exit 1 }
+		if (bad) { printf "%d of %d samples, e.g. %s", bad, total, substr(ex, 1, 400); exit 1 }
+		printf "%d samples", total
+	}' "$tmp/user.txt"); then
+	pass "no-CFI stacks end at _start, never in an error frame ($msg)"
+else
+	fail "no-CFI stacks end at _start, never in an error frame" "$msg"
+fi
+# Frames found by frame-pointer steps in the samples above: five in each
+# chain stack (fpw_exe_inner, fpw_lib_link, fpw_exe_outer, main and
+# __libc_start_call_main), in each qsort stack main and
+# __libc_start_call_main, and msort_with_tmp when called from fpw_cmp. The
+# collector's frames_fp_fallback counts them (and those of any other
+# process without a table), so it is at least their sum.
+fp_want=$(awk -F'\t' -v chain="$(pid_of fpchain)" -v qs="$(pid_of fpqsort)" \
+	-v re_chain="^${any}${fp_chain}\$" -v re_qsort="^${fp_qsort}\$" '
+	$2 != "fpwalk" { next }
+	$1 == chain && $4 ~ re_chain { n += 5 * $3 }
+	$1 == qs && $4 ~ re_qsort { n += ($4 ~ /^fpw_cmp;/ ? 3 : 2) * $3 }
+	END { print n + 0 }' "$tmp/user.txt")
+fp_counted=$(awk '$1 ~ /^opal_collector_frames_fp_fallback_total[{]/ { v = $2 } END { print v }' \
+	"$tmp/metrics.txt")
+if [ -n "$fp_counted" ] && [ "$fp_want" -gt 0 ] && [ "$fp_counted" -ge "$fp_want" ]; then
+	pass "frames_fp_fallback counts the frame-pointer frames ($fp_counted >= $fp_want)"
+else
+	fail "frames_fp_fallback counts the frame-pointer frames" \
+		"counter '${fp_counted}' in /metrics, want >= $fp_want (and > 0)"
 fi
 
 if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ]; then

@@ -257,6 +257,10 @@ static void test_fp_step(void **state)
 	r = leaf_regs(0x401000, slot(30));
 	r.r[OPAL_DWARF_RBP] = slot(20);
 	assert_int_equal(opal_unwind_fp_step(&r, NULL), -OPAL_UERR_BAD_FRAME);
+	/* RBP = 0 marks the outermost frame (psABI; _start zeroes it) */
+	r = leaf_regs(0x401000, slot(30));
+	r.r[OPAL_DWARF_RBP] = 0;
+	assert_int_equal(opal_unwind_fp_step(&r, NULL), OPAL_STEP_END);
 }
 
 /* ---- the userspace walk on synthetic stacks ------------------------------------ */
