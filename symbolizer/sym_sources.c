@@ -2,9 +2,12 @@
  *
  * Bounds: at most OPAL_SYM_MAX_DEBUGLINKS collector candidates per file;
  * one debuginfod transfer runs at most OPAL_SYM_DEBUGINFOD_MAX_S seconds
- * (then it is cancelled and its miss remembered briefly); CRC-32 results
- * are kept for CRC_CACHE_SLOTS files (by device, inode, size, mtime) so an
- * evicted session does not re-read its debug file. */
+ * (then it is cancelled and its miss remembered briefly), at most
+ * OPAL_SYM_DEBUGINFOD_MAX_FETCHES at once (one slot each; a caller finding
+ * every slot taken waits for one, and a caller whose build ID is in a slot
+ * already waits for that transfer's answer instead of asking again);
+ * CRC-32 results are kept for CRC_CACHE_SLOTS files (by device, inode,
+ * size, mtime) so an evicted session does not re-read its debug file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -31,8 +34,10 @@
 
 static struct {
 	/* The configuration is written before threads start (init) and read
-	 * without the lock; the lock guards the CRC cache. */
+	 * without the lock; the lock guards the CRC cache and the transfer
+	 * slots, whose changes are broadcast on fetch_cond. */
 	pthread_mutex_t lock;
+	pthread_cond_t fetch_cond;
 	struct opal_debuginfo_store *store;
 	char debug_root[PATH_MAX / 2];
 	bool debuginfod;
@@ -46,7 +51,16 @@ static struct {
 		bool used;
 	} crc[CRC_CACHE_SLOTS];
 	unsigned crc_next;
-} cfg = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	/* debuginfod transfers in flight, or done and still read by waiters */
+	struct fetch_slot {
+		char build_id[2 * OPAL_BUILD_ID_MAX + 1];
+		const char *kind;             /* "debuginfo" or "executable" (a literal) */
+		bool used, done;
+		unsigned waiters;             /* callers waiting for this transfer */
+		int err;                      /* when done: 0 or -errno */
+		char *path;                   /* when done without error: the cached file */
+	} fetches[OPAL_SYM_DEBUGINFOD_MAX_FETCHES];
+} cfg = { .lock = PTHREAD_MUTEX_INITIALIZER, .fetch_cond = PTHREAD_COND_INITIALIZER };
 
 static __thread struct opal_sym_sources_ctx *current;
 
@@ -97,6 +111,7 @@ void opal_sym_sources_ctx_reset(struct opal_sym_sources_ctx *ctx)
 	ctx->debug_fd = -1;
 	ctx->source[0] = '\0';
 	ctx->notes[0] = '\0';
+	ctx->want[0] = '\0';
 }
 
 void opal_sym_sources_enter(struct opal_sym_sources_ctx *ctx)
@@ -331,35 +346,33 @@ static int dfd_progress(debuginfod_client *c, long a, long b)
 	return d && time(NULL) > d->until;   /* non-zero cancels the transfer */
 }
 
-/* One debuginfod lookup of `kind` ("debuginfo" or "executable"). Returns
- * a descriptor or -errno; `desc` names the cached file. */
-static int debuginfod_fetch(const char *hex, const uint8_t *bid, size_t bid_len, const char *kind,
-			    char *desc, size_t len)
+/* One debuginfod transfer of `kind` ("debuginfo" or "executable"), made
+ * by the caller's thread. Returns 0 and *path (heap) or -errno; records
+ * the outcome in the metrics and the negative cache. */
+static int debuginfod_transfer(const char *hex, const uint8_t *bid, size_t bid_len,
+			       const char *kind, char **path)
 {
-	if (!cfg.debuginfod)
-		return -ENOSYS;
-	if (have_store() && opal_debuginfo_store_miss_known(cfg.store, hex, kind)) {
-		opal_metrics_debuginfod(OPAL_DEBUGINFOD_NEGATIVE_CACHED);
-		return -ENOENT;
-	}
 	debuginfod_client *c = debuginfod_begin();
 	if (!c)
 		return -ENOMEM;
 	struct dfd_deadline d = { .until = time(NULL) + OPAL_SYM_DEBUGINFOD_MAX_S };
 	debuginfod_set_user_data(c, &d);
 	debuginfod_set_progressfn(c, dfd_progress);
-	char *path = NULL;
+	*path = NULL;
 	int fd = strcmp(kind, "executable") == 0 ?
-		debuginfod_find_executable(c, bid, (int)bid_len, &path) :
-		debuginfod_find_debuginfo(c, bid, (int)bid_len, &path);
+		debuginfod_find_executable(c, bid, (int)bid_len, path) :
+		debuginfod_find_debuginfo(c, bid, (int)bid_len, path);
 	debuginfod_end(c);
 	if (fd >= 0) {
-		opal_metrics_debuginfod(OPAL_DEBUGINFOD_FOUND);
-		snprintf(desc, len, "debuginfod %s %.160s", kind, path ? path : hex);
-		free(path);
-		return fd;
+		close(fd);
+		if (*path) {
+			opal_metrics_debuginfod(OPAL_DEBUGINFOD_FOUND);
+			return 0;
+		}
+		fd = -EIO;   /* libdebuginfod names every file it returns */
 	}
-	free(path);
+	free(*path);
+	*path = NULL;
 	if (fd == -ENOENT) {
 		opal_metrics_debuginfod(OPAL_DEBUGINFOD_NOT_FOUND);
 		if (have_store())
@@ -373,14 +386,149 @@ static int debuginfod_fetch(const char *hex, const uint8_t *bid, size_t bid_len,
 	return fd;
 }
 
-static void try_debuginfod(struct search *sr, const char *hex, const char *kind)
+static struct fetch_slot *find_slot(const char *hex, const char *kind)
+{
+	for (size_t i = 0; i < OPAL_SYM_DEBUGINFOD_MAX_FETCHES; i++) {
+		struct fetch_slot *f = &cfg.fetches[i];
+		if (f->used && strcmp(f->kind, kind) == 0 && strcmp(f->build_id, hex) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+/* Copies the answer of a finished transfer; the lock is held. */
+static int slot_answer(const struct fetch_slot *f, char **path)
+{
+	if (f->err < 0)
+		return f->err;
+	*path = strdup(f->path);
+	return *path ? 0 : -ENOMEM;
+}
+
+/* Frees a slot nobody reads any more; the lock is held. */
+static void slot_release(struct fetch_slot *f)
+{
+	if (f->waiters > 0 || !f->done)
+		return;
+	free(f->path);
+	memset(f, 0, sizeof(*f));
+	pthread_cond_broadcast(&cfg.fetch_cond);   /* a slot is free */
+}
+
+/* The debuginfod lookup of `kind` ("debuginfo" or "executable", a
+ * string literal) for `hex` (`bid`, `bid_len` bytes), through the
+ * negative cache and the transfer slots. Returns 0 and *path (heap) or
+ * -errno. */
+static int debuginfod_fetch(const char *hex, const uint8_t *bid, size_t bid_len, const char *kind,
+			    char **path)
+{
+	*path = NULL;
+	if (!cfg.debuginfod)
+		return -ENOSYS;
+	if (have_store() && opal_debuginfo_store_miss_known(cfg.store, hex, kind)) {
+		opal_metrics_debuginfod(OPAL_DEBUGINFOD_NEGATIVE_CACHED);
+		return -ENOENT;
+	}
+	pthread_mutex_lock(&cfg.lock);
+	struct fetch_slot *mine = NULL;
+	for (;;) {
+		struct fetch_slot *f = find_slot(hex, kind);
+		if (f) {
+			/* Someone is asking already: wait for that answer. */
+			f->waiters++;
+			while (!f->done)
+				pthread_cond_wait(&cfg.fetch_cond, &cfg.lock);
+			f->waiters--;
+			int r = slot_answer(f, path);
+			slot_release(f);
+			pthread_mutex_unlock(&cfg.lock);
+			return r;
+		}
+		for (size_t i = 0; i < OPAL_SYM_DEBUGINFOD_MAX_FETCHES && !mine; i++)
+			if (!cfg.fetches[i].used)
+				mine = &cfg.fetches[i];
+		if (mine)
+			break;
+		pthread_cond_wait(&cfg.fetch_cond, &cfg.lock);
+	}
+	snprintf(mine->build_id, sizeof(mine->build_id), "%s", hex);
+	mine->kind = kind;
+	mine->used = true;
+	pthread_mutex_unlock(&cfg.lock);
+
+	char *got = NULL;
+	int r = debuginfod_transfer(hex, bid, bid_len, kind, &got);
+
+	pthread_mutex_lock(&cfg.lock);
+	mine->err = r;
+	mine->path = got;
+	mine->done = true;
+	pthread_cond_broadcast(&cfg.fetch_cond);   /* the waiters' answer */
+	r = slot_answer(mine, path);
+	slot_release(mine);
+	pthread_mutex_unlock(&cfg.lock);
+	return r;
+}
+
+int opal_sym_sources_fetch_debuginfo(const char *build_id_hex, char **path)
+{
+	uint8_t bid[OPAL_BUILD_ID_MAX];
+	*path = NULL;
+	if (!opal_di_id_valid(build_id_hex, OPAL_DI_ID_GNU))
+		return -EINVAL;
+	int n = opal_hex_decode(build_id_hex, bid, sizeof(bid));
+	if (n <= 0)
+		return -EINVAL;
+	return debuginfod_fetch(build_id_hex, bid, (size_t)n, "debuginfo", path);
+}
+
+/* Weighs the debuginfod file at `path` (kind `kind`) for the search. */
+static void consider_fetched(struct search *sr, const char *kind, const char *path)
 {
 	char desc[200];
-	if (sr->done || !sr->bid_len)
+	snprintf(desc, sizeof(desc), "debuginfod %s %.160s", kind, path);
+	int fd = open_ro(path);
+	if (fd < 0) {
+		note(sr->ctx, "%s: %s", desc, strerror(errno));
 		return;
-	int fd = debuginfod_fetch(hex, sr->bid, sr->bid_len, kind, desc, sizeof(desc));
-	if (fd >= 0)
-		consider(sr, fd, desc, NULL);
+	}
+	consider(sr, fd, desc, NULL);
+}
+
+/* The debuginfod step. With a context (a libdwfl callback, under the
+ * symbolizer's lock) only answers fetched before are used, and a missing
+ * one is named in ctx->want; without one the transfer is made here. */
+static void try_debuginfod(struct search *sr, const char *hex, const char *kind)
+{
+	struct opal_sym_sources_ctx *ctx = sr->ctx;
+	if (sr->done || !sr->bid_len || !cfg.debuginfod)
+		return;
+	if (!ctx) {
+		char *path;
+		if (debuginfod_fetch(hex, sr->bid, sr->bid_len, kind, &path) == 0) {
+			consider_fetched(sr, kind, path);
+			free(path);
+		}
+		return;
+	}
+	for (size_t i = 0; i < ctx->n_fetched; i++) {
+		const struct opal_sym_fetched *f = &ctx->fetched[i];
+		if (strcmp(f->build_id, hex) != 0)
+			continue;
+		if (f->path && access(f->path, R_OK) == 0) {
+			consider_fetched(sr, kind, f->path);
+			return;
+		}
+		if (!f->path)
+			return;   /* asked already: nothing there */
+		break;    /* gone from the cache since: ask again */
+	}
+	if (have_store() && opal_debuginfo_store_miss_known(cfg.store, hex, kind)) {
+		opal_metrics_debuginfod(OPAL_DEBUGINFOD_NEGATIVE_CACHED);
+		return;
+	}
+	if (!ctx->want[0])
+		snprintf(ctx->want, sizeof(ctx->want), "%s", hex);
 }
 
 /* ---- the libdwfl callback ------------------------------------------------------- */
@@ -403,7 +551,9 @@ static int find_altfile(struct opal_sym_sources_ctx *ctx, const char *altname,
 	try_build_id_dir(&sr, hex);
 	try_debuginfod(&sr, hex, "debuginfo");
 	if (sr.best_fd < 0) {
-		note(ctx, "dwz file %s (build ID %s) not found", altname ? altname : "?", hex);
+		if (strcmp(ctx->want, hex) != 0)   /* else asked again after the download */
+			note(ctx, "dwz file %s (build ID %s) not found", altname ? altname : "?",
+			     hex);
 		errno = 0;
 		return -1;
 	}

@@ -23,7 +23,18 @@
  * file being opened is described by a thread-local context that
  * symbolize.c sets around every libdwfl call it makes; without a context
  * the callback finds nothing (the ELF alone is used, as upload validation
- * wants). */
+ * wants).
+ *
+ * The network is never used from the callback: symbolize.c calls libdwfl
+ * with its lock held, and a debuginfod server may take up to
+ * OPAL_SYM_DEBUGINFOD_MAX_S to answer. At the debuginfod step the callback
+ * uses only answers the caller already fetched (ctx->fetched) and
+ * otherwise names the build ID it would have asked for in ctx->want; the
+ * caller then drops its lock, calls opal_sym_sources_fetch_debuginfo,
+ * retakes the lock, adds the answer to ctx->fetched and opens the file
+ * again. The lookups without a context (opal_sym_sources_open_build_id,
+ * opal_sym_sources_elsewhere) ask debuginfod themselves: call them
+ * without locks held. */
 #ifndef OPAL_SYM_SOURCES_H
 #define OPAL_SYM_SOURCES_H
 
@@ -40,6 +51,8 @@ struct opal_debuginfo_store;
 #define OPAL_SYM_MAX_DEBUGLINKS   4       /* collector candidates kept per file */
 #define OPAL_SYM_NEGATIVE_TTL_S   3600    /* debuginfod "not found" remembered */
 #define OPAL_SYM_DEBUGINFOD_MAX_S 60      /* one debuginfod download, at most */
+#define OPAL_SYM_DEBUGINFOD_MAX_FETCHES 4 /* debuginfod downloads at once, process-wide */
+#define OPAL_SYM_MAX_FETCHED      2       /* downloads kept per file: its debug file, dwz's file */
 
 struct opal_sym_sources_config {
 	struct opal_debuginfo_store *store;   /* uploads and negative cache; may be NULL */
@@ -57,6 +70,13 @@ int opal_sym_sources_init(const struct opal_sym_sources_config *c);
 /* Clears the configuration (no sources: tests, shutdown). */
 void opal_sym_sources_reset(void);
 
+/* A debuginfod answer for one build ID, kept by the caller so that the
+ * file's later sessions use it without the network. */
+struct opal_sym_fetched {
+	char build_id[2 * OPAL_BUILD_ID_MAX + 1];   /* lowercase hex */
+	char *path;   /* the debug file in the debuginfod cache (heap), NULL: none found */
+};
+
 /* Description of one file being opened by libdwfl, and what was found. */
 struct opal_sym_sources_ctx {
 	/* in (borrowed; set by the caller) */
@@ -67,10 +87,16 @@ struct opal_sym_sources_ctx {
 	const int *debuglink_fds;              /* collector candidates */
 	const char *const *debuglink_paths;
 	size_t n_debuglinks;
+	const struct opal_sym_fetched *fetched; /* debuginfod answers fetched for the file */
+	size_t n_fetched;
 	/* out (owned; cleared by opal_sym_sources_ctx_reset) */
 	char source[200];                      /* separate debug data used, "" = none */
 	char notes[400];                       /* candidates skipped, and why */
 	int debug_fd;                          /* duplicate of that debug file, or -1 */
+	/* The first build ID (hex) whose debuginfo the search would have asked
+	 * debuginfod for, had it been allowed the network; "" when none. The
+	 * answer is then missing from what was found: fetch it and reopen. */
+	char want[2 * OPAL_BUILD_ID_MAX + 1];
 };
 
 void opal_sym_sources_ctx_init(struct opal_sym_sources_ctx *ctx);
@@ -90,6 +116,19 @@ int opal_sym_sources_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
 				    GElf_Addr base, const char *file_name,
 				    const char *debuglink_file, GElf_Word debuglink_crc,
 				    char **debuginfo_file_name);
+
+/* Downloads the debuginfo of build ID `build_id_hex` (lowercase hex) from
+ * the DEBUGINFOD_URLS servers into the debuginfod cache (libdebuginfod),
+ * unless the negative cache knows it is missing. Blocks up to
+ * OPAL_SYM_DEBUGINFOD_MAX_S, plus the wait for a free slot: at most
+ * OPAL_SYM_DEBUGINFOD_MAX_FETCHES downloads run at once, and a caller
+ * asking for a build ID already being downloaded waits for that download
+ * and shares its answer (no second request). Call without locks held.
+ * Returns 0 and *path (heap; caller frees) naming the cached file;
+ * -ENOENT when no server has it or the negative cache says so; -ENOSYS
+ * when debuginfod is not configured; -EINVAL for a bad ID; another
+ * -errno when the download failed (remembered for 60 s). */
+int opal_sym_sources_fetch_debuginfo(const char *build_id_hex, char **path);
 
 /* Best ELF for a build ID known only by its ID (remote symbolization):
  * uploaded debuginfo, uploaded executable, <debug root>/.build-id, then

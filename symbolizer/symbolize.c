@@ -15,6 +15,26 @@
  * the write queue is flushed in one transaction by whichever thread fills
  * it or calls opal_symbolizer_flush.
  *
+ * debuginfod downloads happen without that mutex (a server may take up to
+ * OPAL_SYM_DEBUGINFOD_MAX_S): libdwfl runs under it, so the sources'
+ * callback never uses the network but names the build ID it lacks
+ * (opal_sym_sources_ctx.want). ready_session then closes the file's
+ * session, marks the file as fetching, drops the mutex, downloads
+ * (opal_sym_sources_fetch_debuginfo), retakes it, keeps the answer in the
+ * file when the registration is still the same one (registration number
+ * `gen`), and reopens the session, which now finds the download where
+ * debuginfod stands in the sources' order; only then is the quality
+ * recorded and are frames computed, so poorer data is never cached ahead
+ * of the download. Lookups of a file being fetched wait for the download
+ * (a condition variable, which releases the mutex): they would otherwise
+ * compute, cache and report frames that the download is about to replace.
+ * Lookups of every other file go on meanwhile. A second file with the
+ * same build ID (a build-ID-only registration, /symbolize/v1) shares the
+ * download in flight through the sources' transfer slots (at most
+ * OPAL_SYM_DEBUGINFOD_MAX_FETCHES transfers at once). A file keeps at
+ * most OPAL_SYM_MAX_FETCHED answers (its debug file and dwz's file), so
+ * a session opens after at most that many downloads.
+ *
  * Latency histogram (metrics.h): a lookup that leaves the in-memory cache
  * is always timed, from the moment the memory cache missed; a memory hit
  * is timed, from the call, one in LATENCY_SAMPLE per thread and then
@@ -67,6 +87,10 @@ struct sym_file {
 	char *link_paths[OPAL_SYM_MAX_DEBUGLINKS];
 	size_t n_links;
 	struct opal_sym_sources_ctx src;  /* what the sources found for the session */
+	uint64_t gen;                     /* registration number, unique per symbolizer */
+	bool fetching;                    /* a debuginfod download for it is under way */
+	struct opal_sym_fetched fetched[OPAL_SYM_MAX_FETCHED];   /* debuginfod answers */
+	size_t n_fetched;
 	size_t debug_bytes;               /* opal_dwfl_memory at the last look, 0 closed */
 	struct sym_file *hnext;
 	struct sym_file *prev, *next;     /* file LRU, most recent at head */
@@ -75,6 +99,8 @@ struct sym_file {
 
 struct opal_symbolizer {
 	pthread_mutex_t lock;
+	pthread_cond_t fetch_done;        /* broadcast when a file's download ends */
+	uint64_t next_gen;
 	struct opal_cache *cache;         /* borrowed, may be NULL */
 	size_t max_open;
 	struct sym_file *buckets[FILE_BUCKETS];
@@ -162,6 +188,13 @@ static void drop_debuglinks(struct sym_file *f)
 	f->n_links = 0;
 }
 
+static void drop_fetched(struct sym_file *f)
+{
+	for (size_t i = 0; i < f->n_fetched; i++)
+		free(f->fetched[i].path);
+	f->n_fetched = 0;
+}
+
 static void forget_file(struct opal_symbolizer *s, struct sym_file *f)
 {
 	struct sym_file **slot = find_file_slot(s, &f->id);
@@ -170,6 +203,7 @@ static void forget_file(struct opal_symbolizer *s, struct sym_file *f)
 	LRU_UNLINK(s->f_head, s->f_tail, f, prev, next);
 	close(f->fd);
 	drop_debuglinks(f);
+	drop_fetched(f);
 	free(f->path);
 	free(f);
 	s->n_files--;
@@ -189,6 +223,7 @@ struct opal_symbolizer *opal_symbolizer_new(struct opal_cache *cache, size_t max
 		return NULL;
 	}
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->fetch_done, NULL);
 	s->cache = cache;
 	s->max_open = max_open_files ? max_open_files : 1;
 	s->max_debug = OPAL_SYM_DEFAULT_DEBUG_MEMORY;
@@ -207,6 +242,7 @@ void opal_symbolizer_free(struct opal_symbolizer *s)
 		forget_file(s, s->f_head);
 	opal_sym_memcache_free(s->mem);
 	opal_kallsyms_free(s->ksyms);
+	pthread_cond_destroy(&s->fetch_done);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -242,6 +278,7 @@ int opal_symbolizer_add_file(struct opal_symbolizer *s, const opal_file_id *id, 
 		close_session(s, f);
 		close(f->fd);
 		drop_debuglinks(f);
+		drop_fetched(f);
 		free(f->path);
 		LRU_UNLINK(s->f_head, s->f_tail, f, prev, next);
 	} else {
@@ -263,6 +300,8 @@ int opal_symbolizer_add_file(struct opal_symbolizer *s, const opal_file_id *id, 
 	}
 	f->fd = fd;
 	f->path = path_copy;
+	f->gen = ++s->next_gen;
+	f->fetching = false;   /* a download of an earlier registration is not kept */
 	f->by_build_id = false;
 	f->build_id_len = build_id_len;
 	if (build_id_len)
@@ -463,6 +502,8 @@ static void prepare_sources(struct sym_file *f)
 	f->src.debuglink_fds = f->link_fds;
 	f->src.debuglink_paths = (const char *const *)f->link_paths;
 	f->src.n_debuglinks = f->n_links;
+	f->src.fetched = f->fetched;
+	f->src.n_fetched = f->n_fetched;
 }
 
 /* Takes the session's current opal_dwfl_memory into the sum, then closes
@@ -476,6 +517,8 @@ static void note_debug_memory(struct opal_symbolizer *s, struct sym_file *f)
 		evict_session(s);
 }
 
+/* Opens f's session (or marks it most recently used). The quality is
+ * recorded by ready_session, once no download is wanted. */
 static int open_session(struct opal_symbolizer *s, struct sym_file *f)
 {
 	if (f->session) {
@@ -499,11 +542,122 @@ static int open_session(struct opal_symbolizer *s, struct sym_file *f)
 		s->n_sessions++;
 		s->stats.files_open = s->n_sessions;
 		note_debug_memory(s, f);
-		if (!f->quality_recorded)
-			record_quality(s, f);
 	}
 	opal_sym_sources_leave();
 	return r;
+}
+
+/* Keeps the debuginfod answer for build ID `hex` (`path` taken over, NULL
+ * when there was none), replacing an older one for that ID. */
+static void keep_fetched(struct sym_file *f, const char *hex, char *path)
+{
+	size_t i = 0;
+	while (i < f->n_fetched && strcmp(f->fetched[i].build_id, hex) != 0)
+		i++;
+	if (i == OPAL_SYM_MAX_FETCHED) {
+		free(path);
+		return;
+	}
+	if (i == f->n_fetched)
+		f->n_fetched++;
+	else
+		free(f->fetched[i].path);
+	snprintf(f->fetched[i].build_id, sizeof(f->fetched[i].build_id), "%s", hex);
+	f->fetched[i].path = path;
+}
+
+/* True when the answer f's sources want could be kept. */
+static bool fetch_room(const struct sym_file *f)
+{
+	if (f->n_fetched < OPAL_SYM_MAX_FETCHED)
+		return true;
+	for (size_t i = 0; i < f->n_fetched; i++)
+		if (strcmp(f->fetched[i].build_id, f->src.want) == 0)
+			return true;
+	return false;
+}
+
+/* Makes the download f's sources want with the lock released (the
+ * file's comment tells the protocol); f's session is closed. Called and
+ * returns with the lock held; *fp becomes the registration of `id` now.
+ * Returns 0 when an answer (found or not) was kept, -EAGAIN when the
+ * download failed (nothing kept), -ESTALE when `id` was registered again
+ * or forgotten meanwhile. */
+static int fetch_unlocked(struct opal_symbolizer *s, struct sym_file **fp, const opal_file_id *id)
+{
+	struct sym_file *f = *fp;
+	char want[sizeof(f->src.want)];
+	uint64_t gen = f->gen;
+	snprintf(want, sizeof(want), "%s", f->src.want);
+	close_session(s, f);
+	f->fetching = true;
+	pthread_mutex_unlock(&s->lock);
+
+	char *path = NULL;
+	int r = opal_sym_sources_fetch_debuginfo(want, &path);
+
+	pthread_mutex_lock(&s->lock);
+	pthread_cond_broadcast(&s->fetch_done);
+	f = *find_file_slot(s, id);
+	*fp = f;
+	if (!f || f->gen != gen) {
+		free(path);
+		return -ESTALE;
+	}
+	f->fetching = false;
+	if (r < 0 && r != -ENOENT && r != -ENOSYS)
+		return -EAGAIN;
+	keep_fetched(f, want, path);
+	f->quality_recorded = false;   /* better data may come with it */
+	return 0;
+}
+
+#define READY_MAX_RESTARTS 2   /* registrations replaced under one lookup */
+
+/* Makes f's session ready for lookups: waits while another thread
+ * downloads for the file, opens the session, makes the downloads its
+ * sources want (at most OPAL_SYM_MAX_FETCHED, reopening after each; a
+ * failed one ends them: the session uses what it found), and records the
+ * quality. Lock held; it is released while waiting or downloading, so
+ * *fp is re-read: the registration of `id` on return. Returns 0,
+ * -ENOENT when `id` is no longer registered, -EAGAIN when it was
+ * registered again under this lookup too often, or -errno from
+ * opal_dwfl_open. */
+static int ready_session(struct opal_symbolizer *s, struct sym_file **fp, const opal_file_id *id)
+{
+	struct sym_file *f = *fp;
+	int fetches = 0, restarts = 0;
+	for (;;) {
+		while (f && f->fetching) {
+			pthread_cond_wait(&s->fetch_done, &s->lock);
+			f = *find_file_slot(s, id);
+		}
+		*fp = f;
+		if (!f)
+			return -ENOENT;
+		int r = open_session(s, f);
+		if (r < 0)
+			return r;
+		if (!f->src.want[0] || fetches == OPAL_SYM_MAX_FETCHED || !fetch_room(f))
+			break;
+		fetches++;
+		r = fetch_unlocked(s, &f, id);
+		if (r == -EAGAIN) {
+			fetches = OPAL_SYM_MAX_FETCHED;
+		} else if (r == -ESTALE) {
+			if (++restarts > READY_MAX_RESTARTS) {
+				*fp = f;
+				return f ? -EAGAIN : -ENOENT;
+			}
+			fetches = 0;
+		}
+	}
+	/* Whatever is still wanted is not asked for again before the
+	 * session next opens (and the negative cache allows). */
+	f->src.want[0] = '\0';
+	if (!f->quality_recorded)
+		record_quality(s, f);
+	return 0;
 }
 
 /* Counts one answered lookup in `counter` and in the unresolved total. */
@@ -551,8 +705,9 @@ int opal_symbolize_native(struct opal_symbolizer *s, const opal_file_id *id, uin
 	return r;
 }
 
-/* The lookup of opal_symbolize_native, with the lock held. Sets *mem_hit
- * when the memory cache answered, else *t0 when still 0. */
+/* The lookup of opal_symbolize_native, with the lock held (released
+ * while a debuginfod download runs: ready_session). Sets *mem_hit when
+ * the memory cache answered, else *t0 when still 0. */
 static int native_locked(struct opal_symbolizer *s, const opal_file_id *id, uint64_t addr,
 			 struct opal_sym_result *out, int64_t *t0, bool *mem_hit)
 {
@@ -566,7 +721,7 @@ static int native_locked(struct opal_symbolizer *s, const opal_file_id *id, uint
 			LRU_UNLINK(s->f_head, s->f_tail, f, prev, next);
 			LRU_PUSH(s->f_head, s->f_tail, f, prev, next);
 		}
-		if (!f->quality_recorded && (r = open_session(s, f)) < 0)
+		if (!f->quality_recorded && (r = ready_session(s, &f, id)) < 0 && r != -ENOENT)
 			opal_debug("symbolize: opening a session failed: %s", strerror(-r));
 	}
 	if (opal_sym_memcache_get(s->mem, id, addr, out)) {
@@ -589,12 +744,18 @@ static int native_locked(struct opal_symbolizer *s, const opal_file_id *id, uint
 
 	if (!f)
 		return -ENOENT;
-	r = open_session(s, f);
-	if (r == 0) {
+	for (int round = 0;; round++) {
+		r = ready_session(s, &f, id);
+		if (r < 0)
+			return r;
 		opal_sym_sources_enter(&f->src);   /* DWARF may be loaded lazily */
 		r = opal_dwfl_lookup(f->session, addr, out);
 		opal_sym_sources_leave();
 		note_debug_memory(s, f);
+		/* Lazily loaded DWARF that wanted a download: once more with it. */
+		if (r < 0 || !f->src.want[0] || !fetch_room(f) || round == 1)
+			break;
+		opal_sym_result_free(out);
 	}
 	if (r == 0) {
 		account(s, out, &s->stats.misses);
@@ -678,7 +839,7 @@ int opal_symbolizer_file_quality(struct opal_symbolizer *s, const opal_file_id *
 	int r = -ENOENT;
 	if (f) {
 		/* A descriptor not opened yet is opened now to know. */
-		r = f->quality_recorded ? 0 : open_session(s, f);
+		r = f->quality_recorded ? 0 : ready_session(s, &f, id);
 		if (r == 0)
 			*q = (enum opal_debug_quality)f->quality;
 	} else if (s->cache) {

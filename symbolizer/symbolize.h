@@ -99,9 +99,13 @@ bool opal_symbolizer_has_file(struct opal_symbolizer *s, const opal_file_id *id)
  * call). Fills `out` (n may be 0: unresolved, which is not an error);
  * an answer from the in-memory cache is a shared read-only view
  * (out->shared set, no copy): treat `out` as const and release it with
- * opal_sym_result_free, from any thread. Thread-safe.
+ * opal_sym_result_free, from any thread. Thread-safe. The first lookups
+ * of a file whose debug info has to come from debuginfod wait for that
+ * download (at most OPAL_SYM_DEBUGINFOD_MAX_S, sym_sources.h), made
+ * without the symbolizer's lock: lookups of other files go on meanwhile.
  * Returns 0, -ENOENT when no descriptor or cache entry exists for `id`
- * (ask the collector for the file again), or -errno. */
+ * (ask the collector for the file again), -EAGAIN when `id` kept being
+ * registered again during the lookup, or -errno. */
 int opal_symbolize_native(struct opal_symbolizer *s, const opal_file_id *id, uint64_t vaddr,
 			  bool return_address, struct opal_sym_result *out);
 

@@ -2,8 +2,8 @@
  * and OPAL_UPLOAD_WORKERS upload threads, fed by the symbolizer's hooks.
  * The hooks run under the symbolizer's lock, so they only copy into the
  * bounded queues here and signal; the threads call back into the
- * symbolizer (opal_symbolizer_put_remote) without holding this module's
- * lock. */
+ * symbolizer (opal_symbolizer_put_remote, then opal_symbolizer_flush per
+ * batch) without holding this module's lock. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -267,6 +267,11 @@ static int send_batch(struct opal_upstream *u, struct pending *batch, size_t n)
 			replaced++;
 		opal_sym_result_free(&res);
 	}
+	/* put_remote only queues the SQLite rows: write this batch's now, in
+	 * one transaction, rather than with the next interval's (a failure is
+	 * logged by the symbolizer; the answers stay in its memory cache). */
+	if (replaced > 0)
+		opal_symbolizer_flush(u->sym);
 	opal_debug("upstream: %zu addresses symbolized remotely, %zu improved", n, replaced);
 	json_decref(ans);
 	free(ord);

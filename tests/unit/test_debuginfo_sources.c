@@ -2,11 +2,16 @@
  * symbolizer: uploads, the debug root's .build-id layout, .gnu_debuglink
  * candidates with CRC checks, the ELF itself (MiniDebugInfo, zstd DWARF
  * degrading to .symtab with the reason recorded), DWARF 4 and 5, zlib,
- * dwz, the keep-debug writer, libc6-dbg, and better data replacing
- * cached frames. Every variant's answers are compared with what the
- * symbolizer finds in di_full, the unstripped reference build. */
+ * dwz, the keep-debug writer, libc6-dbg, better data replacing cached
+ * frames, and debuginfod through a fake server (tests/unit/fake_http.h):
+ * downloads made without the symbolizer's lock, shared by concurrent
+ * lookups, bounded in number, remembered when missing. Every variant's
+ * answers are compared with what the symbolizer finds in di_full, the
+ * unstripped reference build. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -14,6 +19,7 @@
 #include <sqlite3.h>
 
 #include "debuginfo_helpers.h"
+#include "fake_http.h"
 #include "symbolizer/cache.h"
 #include "symbolizer/elf_probe.h"
 #include "symbolizer/keepdebug.h"
@@ -56,6 +62,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct env *e = *state;
+	unsetenv("DEBUGINFOD_URLS");
 	opal_symbolizer_free(e->s);
 	opal_sym_sources_reset();
 	opal_cache_close(e->cache);
@@ -528,6 +535,277 @@ static void test_libc6_dbg(void **state)
 	assert_true(quality(e, &id) >= OPAL_DEBUG_DWARF_LINES);
 }
 
+/* ---- debuginfod, through a fake server ------------------------------------------- */
+
+/* Serves the fixtures below by build ID at /buildid/ID/debuginfo, after
+ * delay_ms; anything else gets 404 after miss_delay_ms. */
+struct dfd {
+	struct fake_http http;
+	struct {
+		char build_id[OPAL_DI_ID_HEX_MAX + 1];
+		const char *fixture;
+	} files[2];
+	size_t n;
+	unsigned delay_ms, miss_delay_ms;
+	char fixdir[PATH_MAX];
+};
+
+/* Runs on a server thread: no cmocka asserts. */
+static void dfd_handle(void *arg, const char *method, const char *path, const char *body,
+		       size_t body_len, struct fake_http_answer *a)
+{
+	struct dfd *d = arg;
+	(void)body;
+	(void)body_len;
+	a->status = 404;
+	a->delay_ms = d->miss_delay_ms;
+	for (size_t i = 0; i < d->n && strcmp(method, "GET") == 0; i++) {
+		char want[OPAL_DI_ID_HEX_MAX + 32], file[PATH_MAX + 64];
+		snprintf(want, sizeof(want), "/buildid/%s/debuginfo", d->files[i].build_id);
+		if (strcmp(path, want) != 0)
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", d->fixdir, d->files[i].fixture);
+		FILE *f = fopen(file, "rb");
+		long len = -1;
+		if (f && fseek(f, 0, SEEK_END) == 0)
+			len = ftell(f);
+		a->status = 500;
+		if (len > 0 && fseek(f, 0, SEEK_SET) == 0 && (a->body = malloc((size_t)len)) &&
+		    fread(a->body, 1, (size_t)len, f) == (size_t)len) {
+			a->status = 200;
+			a->len = (size_t)len;
+			a->delay_ms = d->delay_ms;
+		}
+		if (f)
+			fclose(f);
+		break;
+	}
+}
+
+static void dfd_serve(struct dfd *d, const char *fixture, const char *id_of)
+{
+	assert_true(d->n < 2);
+	di_build_id(id_of, d->files[d->n].build_id);
+	d->files[d->n++].fixture = fixture;
+}
+
+/* Starts the server and makes it the sources' DEBUGINFOD_URLS, with the
+ * libdebuginfod cache in the test's folder. */
+static void use_debuginfod(struct env *e, struct dfd *d)
+{
+	char url[64], cache[PATH_MAX + 32];
+	snprintf(d->fixdir, sizeof(d->fixdir), "%s", di_fixdir);
+	fake_http_start(&d->http, dfd_handle, d);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", d->http.port);
+	assert_int_equal(setenv("DEBUGINFOD_URLS", url, 1), 0);
+	snprintf(cache, sizeof(cache), "%s/debuginfod", e->dir);
+	struct opal_sym_sources_config c = { .store = e->st, .debug_root = e->root,
+					     .debuginfod_cache = cache };
+	assert_int_equal(opal_sym_sources_init(&c), 0);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits up to `secs` for the server to have received `n` requests. */
+static bool wait_requests(struct dfd *d, unsigned n, double secs)
+{
+	double until = now_s() + secs;
+	while (fake_http_requests(&d->http) < n && now_s() < until)
+		usleep(10000);
+	return fake_http_requests(&d->http) >= n;
+}
+
+/* One lookup on a thread of its own: of (id, addr), or with `build_id`
+ * set, of addr in the file known only by that build ID (/symbolize/v1's
+ * path). */
+struct bg_lookup {
+	struct env *e;
+	opal_file_id id;
+	const char *build_id;
+	uint64_t addr;
+	struct opal_sym_result r;
+	int rc;
+	double secs;
+	atomic_bool done;
+};
+
+static void *bg_lookup_main(void *argp)
+{
+	struct bg_lookup *b = argp;
+	double t0 = now_s();
+	b->rc = 0;
+	if (b->build_id)
+		b->rc = opal_symbolizer_ensure_build_id(b->e->s, b->build_id, &b->id);
+	if (b->rc == 0)
+		b->rc = opal_symbolize_native(b->e->s, &b->id, b->addr, false, &b->r);
+	b->secs = now_s() - t0;
+	atomic_store(&b->done, true);
+	return NULL;
+}
+
+/* A slow debuginfod server stalls only the lookups that need its answer:
+ * while a download runs (5 s), a lookup of another, local file that has
+ * to open its session (which needs the symbolizer's lock) finishes at
+ * once; a second lookup of the same file and a build-ID-only lookup of
+ * the same build ID wait for that download instead of asking again; all
+ * three get the DWARF answer. */
+static void test_debuginfod_unlocked(void **state)
+{
+	struct env *e = *state;
+	struct opal_sym_result ref_leaf, ref_stat, r;
+	reference(e, &ref_leaf, &ref_stat);
+	struct dfd d = { .delay_ms = 5000 };
+	dfd_serve(&d, "di_full.debug", "di_full");
+	use_debuginfod(e, &d);
+	opal_file_id far = add(e, "di_stripped", NULL);
+	opal_file_id near = add(e, "di_dwarf4", NULL);
+
+	struct bg_lookup t1 = { .e = e, .id = far, .addr = di_sym_addr("di_full", "di_mark_leaf") };
+	pthread_t th1, th2, th3;
+	assert_int_equal(pthread_create(&th1, NULL, bg_lookup_main, &t1), 0);
+	assert_true(wait_requests(&d, 1, 10));   /* the download is under way */
+
+	double t0 = now_s();
+	lookup(e, &near, di_sym_addr("di_dwarf4", "di_mark_leaf"), &r);
+	double near_s = now_s() - t0;
+	assert_int_equal(r.n, 3);
+	assert_string_equal(r.frames[0].function, "di_leaf");
+	opal_sym_result_free(&r);
+	if (near_s >= 2.5)
+		fail_msg("a local lookup took %.2f s while a debuginfod download ran", near_s);
+	assert_false(atomic_load(&t1.done));
+
+	char hex[OPAL_DI_ID_HEX_MAX + 1];
+	di_build_id("di_full", hex);
+	uint64_t stat_addr = di_sym_addr("di_full", "di_mark_static");
+	struct bg_lookup t2 = { .e = e, .id = far, .addr = stat_addr };
+	struct bg_lookup t3 = { .e = e, .build_id = hex, .addr = stat_addr };
+	assert_int_equal(pthread_create(&th2, NULL, bg_lookup_main, &t2), 0);
+	assert_int_equal(pthread_create(&th3, NULL, bg_lookup_main, &t3), 0);
+	pthread_join(th1, NULL);
+	pthread_join(th2, NULL);
+	pthread_join(th3, NULL);
+
+	assert_int_equal(t1.rc, 0);
+	assert_same(&t1.r, &ref_leaf);
+	assert_true(t1.secs > 3.0);   /* it did wait for the slow server */
+	assert_int_equal(t2.rc, 0);
+	assert_same(&t2.r, &ref_stat);
+	assert_int_equal(t3.rc, 0);
+	assert_same(&t3.r, &ref_stat);
+	assert_int_equal(fake_http_requests(&d.http), 1);
+	assert_int_equal(quality(e, &far), OPAL_DEBUG_DWARF_INLINE);
+	char why[512];
+	recorded_reason(e, &far, why, sizeof(why));
+	if (!strstr(why, "debuginfod"))
+		fail_msg("reason '%s' does not name debuginfod", why);
+	/* The download is kept: a session reopened later needs no server. */
+	fake_http_stop(&d.http);
+	assert_true(opal_symbolizer_debug_data_changed(e->s, NULL, 0, &far,
+						       OPAL_DEBUG_DWARF_INLINE) >= 1);
+	lookup(e, &far, di_sym_addr("di_full", "di_mark_leaf") + 1, &r);
+	assert_true(r.n >= 1);
+	assert_true(r.frames[0].line > 0);
+	opal_sym_result_free(&r);
+	opal_sym_result_free(&t1.r);
+	opal_sym_result_free(&t2.r);
+	opal_sym_result_free(&t3.r);
+	opal_sym_result_free(&ref_leaf);
+	opal_sym_result_free(&ref_stat);
+}
+
+/* A build ID the server lacks: the file keeps its own symbols, and the
+ * miss is remembered (another registration asks no server). */
+static void test_debuginfod_not_found(void **state)
+{
+	struct env *e = *state;
+	struct opal_sym_result r;
+	struct dfd d = { .miss_delay_ms = 500 };
+	use_debuginfod(e, &d);
+	uint64_t a = di_sym_addr("di_full", "di_mark_static");
+	opal_file_id id = add(e, "di_stripped", NULL);
+	lookup(e, &id, a, &r);
+	assert_int_equal(r.n, 0);
+	assert_int_equal(quality(e, &id), OPAL_DEBUG_DYNSYM);
+	assert_int_equal(fake_http_requests(&d.http), 1);
+	opal_file_id again = add(e, "di_stripped", NULL);
+	lookup(e, &again, a, &r);
+	assert_int_equal(r.n, 0);
+	assert_int_equal(quality(e, &again), OPAL_DEBUG_DYNSYM);
+	assert_int_equal(fake_http_requests(&d.http), 1);
+	fake_http_stop(&d.http);
+}
+
+/* dwz through debuginfod: the debug file first, then (named by its
+ * .gnu_debugaltlink) the shared file, each downloaded without the lock. */
+static void test_debuginfod_dwz(void **state)
+{
+	struct env *e = *state;
+	struct opal_sym_result ref_leaf, ref_stat, r;
+	reference(e, &ref_leaf, &ref_stat);
+	struct dfd d = { .delay_ms = 0 };
+	dfd_serve(&d, "di_dwz_a.debug", "di_dwz_a");
+	dfd_serve(&d, "di_dwz.multi", "di_dwz.multi");
+	use_debuginfod(e, &d);
+	opal_file_id id = add(e, "di_dwz_a_stripped", NULL);
+	lookup(e, &id, di_sym_addr("di_dwz_a", "di_mark_leaf"), &r);
+	assert_same(&r, &ref_leaf);
+	opal_sym_result_free(&r);
+	lookup(e, &id, di_sym_addr("di_dwz_a", "di_mark_static"), &r);
+	assert_same(&r, &ref_stat);
+	opal_sym_result_free(&r);
+	assert_int_equal(fake_http_requests(&d.http), 2);
+	fake_http_stop(&d.http);
+	opal_sym_result_free(&ref_leaf);
+	opal_sym_result_free(&ref_stat);
+}
+
+struct bg_fetch {
+	char build_id[OPAL_DI_ID_HEX_MAX + 1];
+	int rc;
+};
+
+static void *bg_fetch_main(void *argp)
+{
+	struct bg_fetch *f = argp;
+	char *path = NULL;
+	f->rc = opal_sym_sources_fetch_debuginfo(f->build_id, &path);
+	free(path);
+	return NULL;
+}
+
+/* Downloads of different build IDs run at most
+ * OPAL_SYM_DEBUGINFOD_MAX_FETCHES at once; the others wait their turn. */
+static void test_debuginfod_fetch_bound(void **state)
+{
+	struct env *e = *state;
+	enum { N = OPAL_SYM_DEBUGINFOD_MAX_FETCHES + 2 };
+	struct dfd d = { .miss_delay_ms = 1000 };
+	use_debuginfod(e, &d);
+	struct bg_fetch f[N];
+	pthread_t t[N];
+	for (int i = 0; i < N; i++) {
+		snprintf(f[i].build_id, sizeof(f[i].build_id), "%02x00112233445566778899aabbccddeeff0011",
+			 i);
+		assert_int_equal(pthread_create(&t[i], NULL, bg_fetch_main, &f[i]), 0);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(f[i].rc, -ENOENT);
+	}
+	assert_int_equal(fake_http_requests(&d.http), N);
+	if (fake_http_max_active(&d.http) > OPAL_SYM_DEBUGINFOD_MAX_FETCHES)
+		fail_msg("%u downloads at once", fake_http_max_active(&d.http));
+	char *path = NULL;
+	assert_int_equal(opal_sym_sources_fetch_debuginfo("../x", &path), -EINVAL);
+	fake_http_stop(&d.http);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -544,6 +822,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_minidebuginfo, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepdebug, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_libc6_dbg, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_debuginfod_unlocked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_debuginfod_not_found, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_debuginfod_dwz, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_debuginfod_fetch_bound, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, di_setup_fixtures, NULL);
 }

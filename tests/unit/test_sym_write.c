@@ -2,9 +2,11 @@
  * result views of the in-memory cache (symbolizer/sym_memcache.h) and
  * their CLOCK eviction, batched SQLite writes (opal_cache_put_frames_batch
  * and the symbolizer's write queue, opal_symbolizer_flush), the session
- * memory bound (opal_symbolizer_set_max_debug_memory) and the sampled
- * latency histogram (metrics.h). Fixtures: $OPAL_FIXTURES/symbolize
- * (default build/fixtures/symbolize: run `make fixtures` first). */
+ * memory bound (opal_symbolizer_set_max_debug_memory), the sampled
+ * latency histogram (metrics.h), and the fleet's remote answers
+ * (upstream.h) reaching SQLite by themselves. Fixtures:
+ * $OPAL_FIXTURES/symbolize (default build/fixtures/symbolize: run `make
+ * fixtures` first). */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -19,12 +21,16 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <jansson.h>
 
+#include "fake_http.h"
 #include "symbolizer/cache.h"
+#include "symbolizer/http_client.h"
 #include "symbolizer/metrics.h"
 #include "symbolizer/sym_memcache.h"
 #include "symbolizer/sym_result.h"
 #include "symbolizer/symbolize.h"
+#include "symbolizer/upstream.h"
 
 static char fixdir[PATH_MAX];
 
@@ -540,6 +546,91 @@ static void test_latency_histogram(void **state)
 	opal_symbolizer_free(s);
 }
 
+/* A central symbolizer's POST /symbolize/v1: every address answers one
+ * frame, remote_fn at /remote.c:7. Runs on a server thread: no asserts. */
+static void central_handle(void *arg, const char *method, const char *path, const char *body,
+			   size_t body_len, struct fake_http_answer *a)
+{
+	(void)arg;
+	a->status = 400;
+	if (strcmp(method, "POST") != 0 || strcmp(path, "/symbolize/v1") != 0)
+		return;
+	json_t *req = json_loadb(body, body_len, 0, NULL), *results = json_array();
+	json_t *reqs = json_object_get(req, "requests"), *r;
+	size_t i, k;
+	json_array_foreach(reqs, i, r) {
+		json_t *locs = json_array(), *addr;
+		json_array_foreach(json_object_get(r, "addresses"), k, addr)
+			json_array_append_new(locs, json_pack("{s:O,s:[{s:s,s:s,s:i,s:b}]}",
+							      "address", addr, "frames",
+							      "function", "remote_fn", "file",
+							      "/remote.c", "line", 7, "inlined", 0));
+		const char *key = json_object_get(r, "build_id") ? "build_id" : "file_id";
+		json_array_append_new(results, json_pack("{s:O,s:o}", key,
+							 json_object_get(r, key),
+							 "locations", locs));
+	}
+	json_t *ans = json_pack("{s:o}", "results", results);
+	a->body = json_is_array(reqs) && ans ? json_dumps(ans, JSON_COMPACT) : NULL;
+	if (a->body) {
+		a->status = 200;
+		a->len = strlen(a->body);
+	}
+	json_decref(ans);
+	json_decref(req);
+}
+
+/* An address the host cannot resolve goes to the central symbolizer; its
+ * answer replaces the host's cached one in SQLite too, without waiting
+ * for the next interval's flush. */
+static void test_upstream_flush(void **state)
+{
+	char db[PATH_MAX], url[64];
+	tmp_db(db, sizeof(db));
+	struct opal_cache *c = opal_cache_open(db), *peek = opal_cache_open(db);
+	assert_non_null(c);
+	assert_non_null(peek);
+	opal_file_id id = make_id(40);
+	struct opal_symbolizer *s = opal_symbolizer_new(c, 4);
+	assert_non_null(s);
+	assert_int_equal(opal_symbolizer_add_file(s, &id, open_fixture("inline_pie"), NULL, 0,
+						  "inline_pie"), 0);
+	struct fake_http central;
+	fake_http_start(&central, central_handle, NULL);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", central.port);
+	struct opal_upstream_config uc = { .url = url, .tmp_dir = "/tmp" };
+	struct opal_upstream *up = opal_upstream_start(&uc, s);
+	assert_non_null(up);
+
+	struct opal_sym_result r, d = { 0 };
+	assert_int_equal(opal_symbolize_native(s, &id, 0x10, false, &r), 0);
+	assert_int_equal(r.n, 0);   /* locally: nothing, so it is asked upstream */
+	assert_int_equal(opal_symbolizer_flush(s), 0);   /* the interval's flush */
+	bool remote = false;
+	for (int i = 0; i < 1000 && !remote; i++) {
+		usleep(10000);
+		remote = opal_cache_get_frames(peek, &id, 0x10, &d) == 0 && d.n == 1;
+		if (!remote)
+			opal_sym_result_free(&d);
+	}
+	if (!remote)
+		fail_msg("the remote answer did not reach SQLite within 10 s (%u requests)",
+			 fake_http_requests(&central));
+	assert_string_equal(d.frames[0].function, "remote_fn");
+	assert_string_equal(d.frames[0].file, "/remote.c");
+	assert_int_equal(d.frames[0].line, 7);
+	opal_sym_result_free(&d);
+	struct opal_symbolizer_stats st;
+	opal_symbolizer_stats(s, &st);
+	assert_int_equal(st.rows_pending, 0);
+	opal_upstream_stop(up);
+	opal_symbolizer_free(s);
+	fake_http_stop(&central);
+	opal_cache_close(peek);
+	opal_cache_close(c);
+	rm_db(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -551,6 +642,9 @@ int main(void)
 		cmocka_unit_test(test_debug_memory_bound),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_latency_histogram),
+		cmocka_unit_test(test_upstream_flush),
 	};
+	if (opal_http_client_global_init() < 0)
+		return 1;
 	return cmocka_run_group_tests(tests, setup_fixtures, NULL);
 }
