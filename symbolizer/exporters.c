@@ -167,11 +167,12 @@ static void clear_settings(struct slot *s)
 	s->url = s->headers = NULL;
 }
 
-static int start(struct slot *s, const char *url, const struct opal_exporters_config *c)
+static int start(struct slot *s, const struct opal_exporter_settings *e, uint64_t queue_bytes)
 {
 	struct opal_otlp_kv *hdr = NULL;
 	size_t n_hdr = 0;
-	int err = opal_otlp_http_parse_headers(c->headers, &hdr, &n_hdr);
+	const char *url = e->url;
+	int err = opal_otlp_http_parse_headers(e->headers, &hdr, &n_hdr);
 
 	clear_settings(s);
 	if (err < 0) {
@@ -179,11 +180,11 @@ static int start(struct slot *s, const char *url, const struct opal_exporters_co
 		return err;
 	}
 	struct opal_otlp_http_config hc = {
-		.url = url, .headers = hdr, .n_headers = n_hdr, .timeout_ms = c->timeout_ms,
-		.gzip = c->gzip, .signal = s->signal, .user_agent = "opal-symbolizer",
+		.url = url, .headers = hdr, .n_headers = n_hdr, .timeout_ms = e->timeout_ms,
+		.gzip = e->gzip, .signal = s->signal, .user_agent = "opal-symbolizer",
 	};
 	struct opal_export_queue_config qc = {
-		.name = s->name, .max_bytes = c->queue_bytes,
+		.name = s->name, .max_bytes = queue_bytes,
 		.max_items = OPAL_EXPORTERS_MAX_REQUESTS,
 		.max_attempts = OPAL_EXPORTERS_MAX_ATTEMPTS,
 		.backoff_initial_ms = OPAL_EXPORTERS_BACKOFF_MS,
@@ -197,43 +198,44 @@ static int start(struct slot *s, const char *url, const struct opal_exporters_co
 		return err;
 	}
 	s->url = strdup(url);
-	s->headers = c->headers ? strdup(c->headers) : NULL;
-	s->timeout_ms = c->timeout_ms;
-	s->gzip = c->gzip;
-	s->queue_bytes = c->queue_bytes;
+	s->headers = e->headers ? strdup(e->headers) : NULL;
+	s->timeout_ms = e->timeout_ms;
+	s->gzip = e->gzip;
+	s->queue_bytes = queue_bytes;
 	opal_info("%s export to %s (timeout %u ms, %s, queue %" PRIu64 " bytes)", s->name, url,
-		  c->timeout_ms, c->gzip ? "gzip" : "uncompressed", c->queue_bytes);
+		  e->timeout_ms, e->gzip ? "gzip" : "uncompressed", queue_bytes);
 	return 0;
 }
 
-static bool same_settings(const struct slot *s, const char *url,
-			  const struct opal_exporters_config *c)
+static bool same_settings(const struct slot *s, const struct opal_exporter_settings *e,
+			  uint64_t queue_bytes)
 {
-	return str_eq(s->url, url) && str_eq(s->headers, c->headers) &&
-	       s->timeout_ms == c->timeout_ms && s->gzip == c->gzip &&
-	       s->queue_bytes == c->queue_bytes;
+	return str_eq(s->url, e->url) && str_eq(s->headers, e->headers) &&
+	       s->timeout_ms == e->timeout_ms && s->gzip == e->gzip &&
+	       s->queue_bytes == queue_bytes;
 }
 
 int opal_exporters_configure(struct opal_exporters *x, const struct opal_exporters_config *c)
 {
-	const char *urls[2] = { c->profiles_url, c->logs_url };
+	const struct opal_exporter_settings *want[2] = { &c->profiles, &c->logs };
 	int first = 0;
 
 	reap(x, false);
 	for (int i = 0; i < 2; i++) {
 		struct slot *s = &x->slots[i];
-		if (s->ex && urls[i] && same_settings(s, urls[i], c))
+		const struct opal_exporter_settings *e = want[i];
+		if (s->ex && e->url && same_settings(s, e, c->queue_bytes))
 			continue;
 		if (s->ex) {
 			opal_info("%s export to %s: %s; the old exporter flushes for at most %u ms",
-				  s->name, s->url, urls[i] ? "settings changed" : "turned off",
+				  s->name, s->url, e->url ? "settings changed" : "turned off",
 				  OPAL_EXPORTERS_FLUSH_MS);
 			retire(x, s, OPAL_EXPORTERS_FLUSH_MS);
 		}
 		clear_settings(s);
-		if (!urls[i])
+		if (!e->url)
 			continue;
-		int err = start(s, urls[i], c);
+		int err = start(s, e, c->queue_bytes);
 		if (err < 0 && !first)
 			first = err;
 	}

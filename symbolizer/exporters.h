@@ -23,12 +23,19 @@ struct opal_otlp_logs_options;
 #define OPAL_EXPORTERS_BACKOFF_MS    1000   /* first backoff; doubles per retry */
 #define OPAL_EXPORTERS_BACKOFF_MAX_MS 30000 /* backoff cap, also caps Retry-After */
 
-struct opal_exporters_config {
-	const char *profiles_url;   /* full URL of the profiles exporter; NULL: none */
-	const char *logs_url;       /* full URL of the logs exporter; NULL: none */
+/* What one exporter sends with; each signal has its own (the OTel
+ * variables OTEL_EXPORTER_OTLP_<SIGNAL>_* beat the generic ones:
+ * sym_config.h). */
+struct opal_exporter_settings {
+	const char *url;            /* full URL; NULL: this exporter is off */
 	const char *headers;        /* OTEL_EXPORTER_OTLP_HEADERS syntax; NULL: none */
 	unsigned timeout_ms;        /* one attempt (>= 1) */
 	bool gzip;                  /* Content-Encoding: gzip */
+};
+
+struct opal_exporters_config {
+	struct opal_exporter_settings profiles;   /* OTLP profiles */
+	struct opal_exporter_settings logs;       /* profiles as OTLP log records */
 	uint64_t queue_bytes;       /* bound of each queue (>= 1) */
 };
 

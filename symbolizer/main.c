@@ -107,10 +107,11 @@ static void refresh_options(struct daemon *d)
 static int configure_exporters(struct daemon *d)
 {
 	const struct opal_sym_config *c = &d->cfg;
+	const struct opal_sym_signal *ps = &c->signal[OPAL_OTLP_SIGNAL_PROFILES],
+				     *ls = &c->signal[OPAL_OTLP_SIGNAL_LOGS];
 	struct opal_exporters_config ec = {
-		.profiles_url = c->profiles_url, .logs_url = c->logs_url,
-		.headers = c->o.otlp_headers, .timeout_ms = (unsigned)c->o.otlp_timeout_ms,
-		.gzip = strcmp(c->o.otlp_compression, "gzip") == 0,
+		.profiles = { c->profiles_url, ps->headers, (unsigned)ps->timeout_ms, ps->gzip },
+		.logs = { c->logs_url, ls->headers, (unsigned)ls->timeout_ms, ls->gzip },
 		.queue_bytes = c->o.otlp_queue_bytes,
 	};
 

@@ -82,15 +82,21 @@ static const struct opal_opt opts[] = {
 	  .reloadable = true },
 	{ .name = "otlp-headers", .type = OPAL_OPT_STRING, .offset = F(otlp_headers),
 	  .env = "OTEL_EXPORTER_OTLP_HEADERS", .arg = "K=V,...",
-	  .help = "extra HTTP headers of OTLP requests", .env_note = "percent-decoded",
+	  .help = "extra HTTP headers of OTLP requests",
+	  .env_note = "percent-decoded; OTEL_EXPORTER_OTLP_PROFILES_HEADERS and "
+		      "OTEL_EXPORTER_OTLP_LOGS_HEADERS beat it for their exporter",
 	  .reloadable = true, .secret = true },
 	{ .name = "otlp-timeout", .type = OPAL_OPT_UINT, .offset = F(otlp_timeout_ms),
 	  .def = "10000", .env = "OTEL_EXPORTER_OTLP_TIMEOUT", .arg = "MS",
 	  .help = "time for one OTLP request, connection included", .min = 1, .max = 600000,
+	  .env_note = "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT and OTEL_EXPORTER_OTLP_LOGS_TIMEOUT "
+		      "beat it for their exporter",
 	  .reloadable = true },
 	{ .name = "otlp-compression", .type = OPAL_OPT_STRING, .offset = F(otlp_compression),
 	  .def = "gzip", .env = "OTEL_EXPORTER_OTLP_COMPRESSION", .arg = "NAME",
 	  .help = "Content-Encoding of OTLP requests", .choices = compressions,
+	  .env_note = "OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION and "
+		      "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION beat it for their exporter",
 	  .reloadable = true },
 	{ .name = "otlp-queue-bytes", .type = OPAL_OPT_SIZE, .offset = F(otlp_queue_bytes),
 	  .def = "64m", .arg = "BYTES",
@@ -147,6 +153,10 @@ static void free_derived(struct opal_sym_config *c)
 {
 	free(c->profiles_url);
 	free(c->logs_url);
+	for (int s = 0; s < 2; s++) {
+		free(c->signal[s].headers);
+		c->signal[s] = (struct opal_sym_signal){ 0 };
+	}
 	opal_otlp_kv_free(c->res_attrs, c->n_res_attrs);
 	c->profiles_url = c->logs_url = NULL;
 	c->res_attrs = NULL;
@@ -185,6 +195,74 @@ static int resolve(struct opal_sym_config *c, enum opal_otlp_signal sig, char **
 	else if (err < 0)
 		snprintf(why, why_len, "out of memory");
 	return err;
+}
+
+/* The signal's own OTel variable `var` when it is set and option `opt`
+ * does not come from the command line; else NULL. */
+static const char *signal_env(const struct opal_sym_config *c, const char *opt, const char *var)
+{
+	const char *v = getenv(var);
+
+	return v && *v && c->src[index_of(opt)] != OPAL_SRC_FLAG ? v : NULL;
+}
+
+/* Fills c->signal[sig] (struct opal_sym_signal). */
+static int derive_signal(struct opal_sym_config *c, enum opal_otlp_signal sig, char *why,
+			 size_t why_len)
+{
+	const char *name = sig == OPAL_OTLP_SIGNAL_LOGS ? "LOGS" : "PROFILES";
+	struct opal_sym_signal *s = &c->signal[sig];
+	struct opal_otlp_kv *hdr = NULL;
+	size_t n_hdr = 0;
+	char var[64];
+	const char *v;
+	int err;
+
+	snprintf(var, sizeof(var), "OTEL_EXPORTER_OTLP_%s_HEADERS", name);
+	if ((v = signal_env(c, "otlp-headers", var))) {
+		err = opal_otlp_http_parse_headers(v, &hdr, &n_hdr);
+		opal_otlp_kv_free(hdr, n_hdr);
+		if (err < 0) {
+			snprintf(why, why_len, "%s is malformed: expected name=value,name=value "
+				 "(HTTP token names, no control bytes), at most %d: %s", var,
+				 OPAL_OTLP_MAX_HEADERS, strerror(-err));
+			return err;
+		}
+	} else {
+		v = c->o.otlp_headers;
+	}
+	if (v && !(s->headers = strdup(v))) {
+		snprintf(why, why_len, "out of memory");
+		return -ENOMEM;
+	}
+
+	snprintf(var, sizeof(var), "OTEL_EXPORTER_OTLP_%s_TIMEOUT", name);
+	s->timeout_ms = c->o.otlp_timeout_ms;
+	if ((v = signal_env(c, "otlp-timeout", var))) {
+		const struct opal_opt *o = &opts[index_of("otlp-timeout")];
+		char *end;
+		errno = 0;
+		unsigned long long ms = strtoull(v, &end, 10);
+		if (*v < '0' || *v > '9' || *end || errno || ms < o->min || ms > o->max) {
+			snprintf(why, why_len, "%s: '%s' is not a whole number of milliseconds "
+				 "from %llu to %llu", var, v, (unsigned long long)o->min,
+				 (unsigned long long)o->max);
+			return -EINVAL;
+		}
+		s->timeout_ms = ms;
+	}
+
+	snprintf(var, sizeof(var), "OTEL_EXPORTER_OTLP_%s_COMPRESSION", name);
+	if ((v = signal_env(c, "otlp-compression", var))) {
+		if (strcmp(v, "gzip") != 0 && strcmp(v, "none") != 0) {
+			snprintf(why, why_len, "%s: '%s' is not one of gzip, none", var, v);
+			return -EINVAL;
+		}
+	} else {
+		v = c->o.otlp_compression;
+	}
+	s->gzip = strcmp(v, "gzip") == 0;
+	return 0;
 }
 
 /* Computes the derived values from c->o and c->src. On error they are
@@ -226,6 +304,9 @@ static int derive(struct opal_sym_config *c, char *why, size_t why_len)
 			 "at most %d: %s", OPAL_OTLP_MAX_HEADERS, strerror(-err));
 		goto fail;
 	}
+	if ((err = derive_signal(c, OPAL_OTLP_SIGNAL_PROFILES, why, why_len)) < 0 ||
+	    (err = derive_signal(c, OPAL_OTLP_SIGNAL_LOGS, why, why_len)) < 0)
+		goto fail;
 	if (opal_strlist_has(&c->o.exports, "otlp") &&
 	    (err = resolve(c, OPAL_OTLP_SIGNAL_PROFILES, &c->profiles_url, why, why_len)) < 0)
 		goto fail;

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include "config.h"
 #include "otlp.h"
+#include "otlp_http.h"
 #include "server.h"
 
 #define OPAL_SYMBOLIZER_CONFIG_ENV "OPAL_SYMBOLIZER_CONFIG"
@@ -32,6 +33,17 @@ struct opal_sym_options {
 	uint64_t flamegraph_keep, flamegraph_max_bytes, flamegraph_max_age_s;
 };
 
+/* An exporter's request settings for one signal: the signal's own
+ * OTEL_EXPORTER_OTLP_<SIGNAL>_HEADERS / _TIMEOUT / _COMPRESSION when set,
+ * else otlp-headers / otlp-timeout / otlp-compression as loaded; a
+ * command-line flag beats both (the OTel SDK's order, as for the
+ * endpoint). */
+struct opal_sym_signal {
+	char *headers;                       /* NULL: none */
+	uint64_t timeout_ms;
+	bool gzip;
+};
+
 struct opal_sym_config {
 	struct opal_sym_options o;
 	enum opal_config_source src[OPAL_CONFIG_MAX_OPTS];   /* per option of the table */
@@ -41,6 +53,7 @@ struct opal_sym_config {
 	bool http_required;                  /* http-listen set by flag, env or file */
 	bool write_intervals;                /* "pprof" in exports */
 	char *profiles_url, *logs_url;       /* resolved when the exporter is on; else NULL */
+	struct opal_sym_signal signal[2];    /* by enum opal_otlp_signal */
 	struct opal_otlp_kv *res_attrs;      /* parsed resource-attributes */
 	size_t n_res_attrs;
 };

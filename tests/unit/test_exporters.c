@@ -129,9 +129,11 @@ static void test_configure_replace_stop(void **state)
 	assert_false(opal_exporters_want_otlp(x));
 
 	/* profiles only */
-	struct opal_exporters_config c = { .profiles_url = purl, .headers = "x-opal-test=one",
-					   .timeout_ms = 2000, .gzip = true,
-					   .queue_bytes = 1 << 20 };
+	struct opal_exporters_config c = {
+		.profiles = { .url = purl, .headers = "x-opal-test=one", .timeout_ms = 2000,
+			      .gzip = true },
+		.logs = { .headers = "x-opal-test=logs", .timeout_ms = 2000, .gzip = true },
+		.queue_bytes = 1 << 20 };
 	assert_int_equal(opal_exporters_configure(x, &c), 0);
 	assert_true(opal_exporters_want_otlp(x));
 	assert_false(opal_exporters_want_logs(x));
@@ -156,8 +158,8 @@ static void test_configure_replace_stop(void **state)
 	push(x, 103, 2);
 	struct timespec in_flight = { 0, 300000000 };   /* the old worker is waiting */
 	nanosleep(&in_flight, NULL);
-	c.headers = "x-opal-test=two";
-	c.logs_url = lurl;
+	c.profiles.headers = "x-opal-test=two";
+	c.logs.url = lurl;
 	double t = now_ms();
 	assert_int_equal(opal_exporters_configure(x, &c), 0);
 	assert_true(now_ms() - t < 500);
@@ -168,8 +170,8 @@ static void test_configure_replace_stop(void **state)
 	int two = 0, logs = 0;
 	for (size_t i = 1; i < n; i++) {
 		assert_true(reqs[i].valid);
-		if (!strcmp(reqs[i].path, "/v1/logs"))
-			logs++;
+		if (!strcmp(reqs[i].path, "/v1/logs") && !strcmp(reqs[i].test_header, "logs"))
+			logs++;   /* each exporter with its own headers */
 		else if (!strcmp(reqs[i].test_header, "two"))
 			two++;
 	}
@@ -182,7 +184,7 @@ static void test_configure_replace_stop(void **state)
 	assert_int_equal(metric("otlp-logs", "sent"), 1);
 
 	/* profiles off: nothing more is sent there */
-	c.profiles_url = NULL;
+	c.profiles.url = NULL;
 	assert_int_equal(opal_exporters_configure(x, &c), 0);
 	assert_false(opal_exporters_want_otlp(x));
 	push(x, 105, 2);
@@ -207,9 +209,9 @@ static void test_configure_replace_stop(void **state)
  * with no flush time it is dropped and counted, without hanging. */
 static void test_unreachable(void **state)
 {
-	struct opal_exporters_config c = { .profiles_url = "http://127.0.0.1:1/v1development/profiles",
-					   .timeout_ms = 500, .gzip = false,
-					   .queue_bytes = 1 << 20 };
+	struct opal_exporters_config c = {
+		.profiles = { .url = "http://127.0.0.1:1/v1development/profiles", .timeout_ms = 500 },
+		.queue_bytes = 1 << 20 };
 	struct opal_exporters *x = opal_exporters_new();
 
 	(void)state;

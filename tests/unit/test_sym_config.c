@@ -23,6 +23,9 @@ static const char *const otel_vars[] = {
 	"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS",
 	"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_COMPRESSION",
 	"OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME", OPAL_SYMBOLIZER_CONFIG_ENV,
+	"OTEL_EXPORTER_OTLP_PROFILES_HEADERS", "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT",
+	"OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION", "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+	"OTEL_EXPORTER_OTLP_LOGS_TIMEOUT", "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION",
 };
 
 static void clear_env(void)
@@ -178,7 +181,46 @@ static void test_flags_and_env(void **state)
 	assert_string_equal(c.logs_url, "http://logs:4318/custom/logs");
 	assert_int_equal(c.n_res_attrs, 2);
 	assert_string_equal(c.res_attrs[1].key, "team");
+	/* no signal variable: both exporters take the generic ones */
+	for (int s = 0; s < 2; s++) {
+		assert_string_equal(c.signal[s].headers, "x-a=1,x-b=%20two");
+		assert_int_equal(c.signal[s].timeout_ms, 1500);
+		assert_true(c.signal[s].gzip);
+	}
 	opal_sym_config_free(&c);
+
+	/* a signal's own variables beat the generic ones for that signal */
+	setenv("OTEL_EXPORTER_OTLP_PROFILES_HEADERS", "x-p=1", 1);
+	setenv("OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT", "2500", 1);
+	setenv("OTEL_EXPORTER_OTLP_LOGS_COMPRESSION", "none", 1);
+	assert_int_equal(load(&c, why, 3, "--export", "otlp,otlp-logs"), 0);
+	assert_string_equal(c.signal[OPAL_OTLP_SIGNAL_PROFILES].headers, "x-p=1");
+	assert_int_equal(c.signal[OPAL_OTLP_SIGNAL_PROFILES].timeout_ms, 2500);
+	assert_true(c.signal[OPAL_OTLP_SIGNAL_PROFILES].gzip);
+	assert_string_equal(c.signal[OPAL_OTLP_SIGNAL_LOGS].headers, "x-a=1,x-b=%20two");
+	assert_int_equal(c.signal[OPAL_OTLP_SIGNAL_LOGS].timeout_ms, 1500);
+	assert_false(c.signal[OPAL_OTLP_SIGNAL_LOGS].gzip);
+	opal_sym_config_free(&c);
+	/* ... and the command line beats them */
+	assert_int_equal(load(&c, why, 5, "--otlp-headers", "x-f=1", "--otlp-timeout", "700"), 0);
+	assert_string_equal(c.signal[OPAL_OTLP_SIGNAL_PROFILES].headers, "x-f=1");
+	assert_int_equal(c.signal[OPAL_OTLP_SIGNAL_PROFILES].timeout_ms, 700);
+	opal_sym_config_free(&c);
+	/* bad values are named */
+	setenv("OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT", "soon", 1);
+	assert_int_equal(load(&c, why, 1), -EINVAL);
+	assert_non_null(strstr(why, "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT: 'soon'"));
+	setenv("OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT", "2500", 1);
+	setenv("OTEL_EXPORTER_OTLP_LOGS_HEADERS", "bad header=1", 1);
+	assert_int_equal(load(&c, why, 1), -EINVAL);
+	assert_non_null(strstr(why, "OTEL_EXPORTER_OTLP_LOGS_HEADERS is malformed"));
+	unsetenv("OTEL_EXPORTER_OTLP_LOGS_HEADERS");
+	setenv("OTEL_EXPORTER_OTLP_LOGS_COMPRESSION", "zstd", 1);
+	assert_int_equal(load(&c, why, 1), -EINVAL);
+	assert_non_null(strstr(why, "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION: 'zstd'"));
+	unsetenv("OTEL_EXPORTER_OTLP_PROFILES_HEADERS");
+	unsetenv("OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT");
+	unsetenv("OTEL_EXPORTER_OTLP_LOGS_COMPRESSION");
 
 	/* the flag's base URL beats every variable */
 	assert_int_equal(load(&c, why, 5, "--export", "otlp,otlp-logs", "--otlp-endpoint",
