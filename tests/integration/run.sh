@@ -8,109 +8,27 @@
 # OPAL_IT_KEEP=1 keeps the temp folder (it is always kept on failure).
 set -uo pipefail
 
-build_arg=${1:?usage: run.sh BUILD_DIR}
-passed=0
-failed=0
-
-pass() {
-	echo "PASS $1"
-	passed=$((passed + 1))
-}
-
-fail() {
-	echo "FAIL $1: $2"
-	failed=$((failed + 1))
-}
-
-finish() {
-	echo "$passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
-	exit $?
-}
+. "$(dirname "$0")/lib/common.sh"
 
 # ---- prerequisites ---------------------------------------------------------
-prereq_ok=1
-need() {   # need NAME CONDITION-MESSAGE (called after a failed test)
-	fail "prerequisite $1" "$2"
-	prereq_ok=0
-}
-
-build=$(cd "$build_arg" 2>/dev/null && pwd) || { need build-dir "no folder $build_arg"; finish; }
+need_build "${1:?usage: run.sh BUILD_DIR}"
 fx=$build/fixtures/fp
-collector=$build/opal-collector
-symbolizer=$build/opal-symbolizer
-report=$build/opal-report
-
-[ "$(id -u)" -eq 0 ] || need root "run as root: the collector loads BPF programs and opens perf events"
-[ -r /sys/kernel/btf/vmlinux ] ||
-	need bpf "/sys/kernel/btf/vmlinux is missing: this kernel has no BTF, BPF CO-RE programs cannot load"
-[ -d /sys/fs/bpf ] || need bpf "/sys/fs/bpf is missing: no BPF support"
-id nobody >/dev/null 2>&1 || need user "user 'nobody' does not exist (the symbolizer drops to it)"
-for b in "$collector" "$symbolizer" "$report"; do
-	[ -x "$b" ] || need binaries "$b is missing: run 'make all'"
-done
-for f in chain libchain.so sysloop; do
-	[ -x "$fx/$f" ] || need fixtures "$fx/$f is missing: run 'make fixtures'"
-done
+need_daemons
+need_bins "$report"
+need_fixtures "$fx/chain" "$fx/libchain.so" "$fx/sysloop"
 [ -r /proc/kallsyms ] || need kallsyms "/proc/kallsyms is not readable"
 [ "$prereq_ok" -eq 1 ] || finish
 
 # ---- run -----------------------------------------------------------------------
-tmp=$(mktemp -d /tmp/opal-it.XXXXXX)
-chmod 0755 "$tmp"
-state=$tmp/state
+make_tmp opal-it
+make_dirs "$tmp"
+chmod 0777 "$tmp/state" "$tmp/out" "$tmp/run"
 out=$tmp/out
-rundir=$tmp/run
 deldir=$tmp/deleted
-mkdir -p "$state" "$out" "$rundir" "$deldir"
-chown nobody "$state" "$out" "$rundir"
-chmod 0777 "$state" "$out" "$rundir"
-sock=$rundir/opal.sock
-echo "integration: working in $tmp"
+mkdir -p "$deldir"
+sock=$tmp/run/opal.sock
 
-# Kills this script's own background jobs that are still running (never
-# anything by name).
-cleanup() {
-	local p
-	for p in $(jobs -p); do
-		kill -KILL "$p" 2>/dev/null || true
-	done
-}
-trap cleanup EXIT
-
-# Waits up to $2 seconds for process $1 to exit; sets wait_rc (124 on timeout).
-wait_for_exit() {
-	local pid=$1 limit=$2 i
-	for ((i = 0; i < limit * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		wait_rc=124
-		return
-	fi
-	wait "$pid"
-	wait_rc=$?
-}
-
-show_log() {
-	echo "---- $1 (last 30 lines)"
-	tail -n 30 "$2" 2>/dev/null | sed 's/^/    /'
-}
-
-"$symbolizer" --socket "$sock" --state-dir "$state" --out-dir "$out" --user nobody --whole-run \
-	>"$tmp/symbolizer.log" 2>&1 &
-sym_pid=$!
-for _ in $(seq 100); do
-	[ -S "$sock" ] && break
-	kill -0 "$sym_pid" 2>/dev/null || break
-	sleep 0.1
-done
-if [ ! -S "$sock" ]; then
-	fail "symbolizer starts" "no socket $sock after 10 s"
-	show_log symbolizer "$tmp/symbolizer.log"
-	finish
-fi
+start_symbolizer "$tmp" "$tmp/symbolizer.log" --whole-run || finish
 pass "symbolizer starts"
 
 # The deleted-binary case: a copy of chain and of libchain.so with a few
@@ -135,15 +53,7 @@ else
 	fail "deleted fixture runs from deleted files" "pid $del_pid has no deleted mappings"
 fi
 
-"$collector" --socket "$sock" --frequency 99 --interval 2 >"$tmp/collector.log" 2>&1 &
-coll_pid=$!
-sleep 2
-if ! kill -0 "$coll_pid" 2>/dev/null; then
-	wait "$coll_pid"
-	fail "collector starts (BPF available)" "opal-collector exited with status $? within 2 s"
-	show_log collector "$tmp/collector.log"
-	finish
-fi
+start_collector "$tmp/collector.log" --socket "$sock" --frequency 99 --interval 2 || finish
 pass "collector starts (BPF available)"
 
 "$fx/chain" 4 >"$tmp/chain.out" 2>&1 &
@@ -162,25 +72,10 @@ done
 [ "$fixtures_ok" -eq 1 ] && pass "fixtures run"
 sleep 0.5
 
-kill -TERM "$coll_pid" 2>/dev/null
-wait_for_exit "$coll_pid" 30
-if [ "$wait_rc" -eq 0 ]; then
-	pass "collector stops cleanly on SIGTERM"
-else
-	fail "collector stops cleanly on SIGTERM" "exit status $wait_rc"
-	show_log collector "$tmp/collector.log"
-fi
+stop_daemon "collector stops cleanly on SIGTERM" "$coll_pid" 30 "$tmp/collector.log"
 # Give the symbolizer time for the final interval before stopping it.
 sleep 1
-kill -TERM "$sym_pid" 2>/dev/null
-wait_for_exit "$sym_pid" 60
-if [ "$wait_rc" -eq 0 ]; then
-	pass "symbolizer stops cleanly on SIGTERM"
-else
-	fail "symbolizer stops cleanly on SIGTERM" "exit status $wait_rc"
-	show_log symbolizer "$tmp/symbolizer.log"
-fi
-trap - EXIT
+stop_daemon "symbolizer stops cleanly on SIGTERM" "$sym_pid" 60 "$tmp/symbolizer.log"
 cleanup
 
 # ---- output ------------------------------------------------------------------
@@ -190,7 +85,6 @@ if [ -s "$profile" ]; then
 else
 	fail "whole-run profile written" "$profile is missing or empty"
 	show_log symbolizer "$tmp/symbolizer.log"
-	echo "integration: kept $tmp"
 	finish
 fi
 if compgen -G "$out/intervals/*.pb.gz" >/dev/null; then
@@ -208,7 +102,6 @@ fi
 stacks=$tmp/stacks.txt
 if ! "$report" stacks "$profile" >"$stacks" 2>"$tmp/stacks.err"; then
 	fail "opal-report stacks" "$(head -n 3 "$tmp/stacks.err" | tr '\n' ' ')"
-	echo "integration: kept $tmp"
 	finish
 fi
 pass "opal-report stacks"
@@ -302,9 +195,4 @@ else
 	grep "^pid=$sys_pid " "$stacks" | sort -t= -k5 -nr | head -n 5 | sed 's/^/    /'
 fi
 
-if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ]; then
-	rm -rf "$tmp"
-else
-	echo "integration: kept $tmp"
-fi
 finish

@@ -4,29 +4,22 @@
 # frames as file+0xADDR. Nothing crashes, nothing already written is lost.
 # usage: tests/integration/test_bad_input.sh BUILD_DIR   (as root)
 set -uo pipefail
-build=$(cd "${1:?usage: test_bad_input.sh BUILD_DIR}" && pwd)
-here=$(cd "$(dirname "$0")" && pwd)
-passed=0 failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+. "$(dirname "$0")/lib/common.sh"
+need_build "${1:?usage: test_bad_input.sh BUILD_DIR}"
+need_root "the symbolizer is started as root with --user nobody"
+need_tools python3
+[ "$prereq_ok" -eq 1 ] || finish
 
-[ "$(id -u)" -eq 0 ] || { fail prerequisite "run as root (the symbolizer is started as root with --user nobody)"; finish; }
-command -v python3 >/dev/null || { fail prerequisite "python3 is missing"; finish; }
-
-tmp=$(mktemp -d /tmp/opal-bad.XXXXXX)
-chmod 0755 "$tmp"
+make_tmp opal-bad
 sock=$tmp/sym.sock
-"$build/opal-symbolizer" --socket "$sock" --state-dir "$tmp/state" --out-dir "$tmp/out" \
-	--whole-run --user nobody 2>"$tmp/sym.log" &
-sym=$!
-trap 'kill -KILL $sym 2>/dev/null; [ "$failed" -eq 0 ] && rm -rf "$tmp"' EXIT
-for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+launch_symbolizer "$tmp/sym.log" --socket "$sock" --state-dir "$tmp/state" --out-dir "$tmp/out" \
+	--whole-run --user nobody || finish
+sym=$sym_pid
 
 head -c 5000 /dev/urandom > "$tmp/notelf.bin"
 printf 'garbage that is no ELF' >> "$tmp/notelf.bin"
 
-PYTHONPATH=$here/lib python3 - "$sock" "$tmp/notelf.bin" > "$tmp/client.log" 2>&1 <<'PY'
+PYTHONPATH=$lib_dir python3 - "$sock" "$tmp/notelf.bin" > "$tmp/client.log" 2>&1 <<'PY'
 import os, socket, sys
 from wire_client import *
 
@@ -83,7 +76,7 @@ grep -q "malformed message" "$tmp/sym.log" && pass "malformed frames logged" ||
 	fail "malformed logged" "$(cat "$tmp/sym.log")"
 
 kill -TERM $sym; wait $sym
-stacks=$("$build/opal-report" stacks "$tmp/out/profile.pb.gz" 2>&1)
+stacks=$("$report" stacks "$tmp/out/profile.pb.gz" 2>&1)
 echo "$stacks" | grep -q "notelf+0x1234" && pass "frame of a non-ELF file kept as notelf+0x1234" ||
 	fail "non-ELF frame" "$stacks"
 echo "$stacks" | grep -q "\[unknown: no mapping\]" && pass "bad mapping index kept as an error frame" ||

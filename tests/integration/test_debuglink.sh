@@ -19,58 +19,23 @@
 # OPAL_IT_KEEP=1 keeps the temp folder (it is always kept on failure).
 set -uo pipefail
 
-build_arg=${1:?usage: test_debuglink.sh BUILD_DIR}
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-finish() {
-	echo "$passed passed, $failed failed"
-	if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ] && [ -n "${tmp:-}" ]; then
-		rm -rf "$tmp"
-	elif [ -n "${tmp:-}" ]; then
-		echo "test_debuglink: kept $tmp"
-	fi
-	[ "$failed" -eq 0 ]
-	exit $?
-}
+. "$(dirname "$0")/lib/common.sh"
 
 # ---- prerequisites ---------------------------------------------------------
-prereq_ok=1
-need() { fail "prerequisite $1" "$2"; prereq_ok=0; }
-build=$(cd "$build_arg" 2>/dev/null && pwd) || { need build-dir "no folder $build_arg"; finish; }
+need_build "${1:?usage: test_debuglink.sh BUILD_DIR}"
 fx=$build/fixtures/debuglink
-collector=$build/opal-collector
-symbolizer=$build/opal-symbolizer
-report=$build/opal-report
-[ "$(id -u)" -eq 0 ] || need root "run as root (the collector loads BPF programs)"
-id nobody >/dev/null 2>&1 || need user "user 'nobody' is missing"
-for b in "$collector" "$symbolizer" "$report"; do
-	[ -x "$b" ] || need binaries "$b is missing: run 'make all'"
-done
+need_daemons
+need_bins "$report"
 for v in dl_next dl_dot dl_static dl_none dl_priv dl_link dl_crc; do
 	if [ ! -x "$fx/$v" ] || [ ! -s "$fx/$v.debug" ]; then
 		need fixtures "$fx/$v(.debug) missing: run 'make fixtures'"
 	fi
 done
 [ -r "$fx/dl.c" ] || need fixtures "$fx/dl.c is missing: run 'make fixtures'"
-for t in chroot setpriv python3 readelf; do
-	command -v "$t" >/dev/null || need "$t" "$t is not installed"
-done
+need_tools chroot setpriv python3 readelf
 [ "$prereq_ok" -eq 1 ] || finish
 
-tmp=$(mktemp -d /tmp/opal-debuglink-it.XXXXXX)
-chmod 0755 "$tmp"
-echo "test_debuglink: working in $tmp"
-# shellcheck disable=SC2317 # called through the EXIT trap
-cleanup() {   # this script's own background jobs only, never anything by name
-	local p
-	for p in $(jobs -p); do
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null
-	done
-}
-trap cleanup EXIT
+make_tmp opal-debuglink-it
 
 # ---- the layouts ---------------------------------------------------------------
 # install_bin VARIANT DIR: the stripped binary into DIR (created 0755)
@@ -104,29 +69,12 @@ for v in dl_next dl_dot dl_static dl_priv dl_link dl_crc; do
 done
 
 # ---- run ---------------------------------------------------------------------
-state=$tmp/state out=$tmp/out rundir=$tmp/run
-mkdir -p "$state" "$out" "$rundir"
-chown nobody "$state" "$out" "$rundir"
-sock=$rundir/opal.sock
-env -u DEBUGINFOD_URLS "$symbolizer" --socket "$sock" --state-dir "$state" --out-dir "$out" \
-	--user nobody --whole-run >"$tmp/symbolizer.log" 2>&1 &
-sym_pid=$!
-for _ in $(seq 100); do
-	[ -S "$sock" ] && break
-	kill -0 "$sym_pid" 2>/dev/null || break
-	sleep 0.1
-done
-if [ -S "$sock" ]; then pass "symbolizer starts"; else
-	fail "symbolizer starts" "no socket $sock after 10 s: $(tail -n 3 "$tmp/symbolizer.log")"
-	finish
-fi
-"$collector" --socket "$sock" --frequency 99 --interval 2 >"$tmp/collector.log" 2>&1 &
-coll_pid=$!
-sleep 2
-if kill -0 "$coll_pid" 2>/dev/null; then pass "collector starts"; else
-	fail "collector starts" "$(tail -n 3 "$tmp/collector.log")"
-	finish
-fi
+make_dirs "$tmp"
+sym_env=(-u DEBUGINFOD_URLS)
+start_symbolizer "$tmp" "$tmp/symbolizer.log" --whole-run || finish
+pass "symbolizer starts"
+start_collector "$tmp/collector.log" --socket "$tmp/run/opal.sock" --frequency 99 --interval 2 || finish
+pass "collector starts"
 
 secs=5
 as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
@@ -151,21 +99,12 @@ for v in "${!pids[@]}"; do
 done
 [ "$ran" -eq 1 ] && pass "fixtures run (chroot, as nobody, as root)"
 sleep 0.5
-kill -TERM "$coll_pid" 2>/dev/null
-wait "$coll_pid"
-rc=$?
-if [ "$rc" -eq 0 ]; then pass "collector stops cleanly"; else
-	fail "collector stops cleanly" "exit status $rc"; fi
+stop_daemon "collector stops cleanly" "$coll_pid" 30 "$tmp/collector.log"
 sleep 1
-kill -TERM "$sym_pid" 2>/dev/null
-wait "$sym_pid"
-rc=$?
-if [ "$rc" -eq 0 ]; then pass "symbolizer stops cleanly"; else
-	fail "symbolizer stops cleanly" "exit status $rc"; fi
-trap - EXIT
+stop_daemon "symbolizer stops cleanly" "$sym_pid" 60 "$tmp/symbolizer.log"
 
 # ---- output ------------------------------------------------------------------
-profile=$out/profile.pb.gz
+profile=$tmp/out/profile.pb.gz
 stacks=$tmp/stacks.txt
 if ! "$report" stacks "$profile" >"$stacks" 2>"$tmp/stacks.err"; then
 	fail "opal-report stacks" "$(head -n 3 "$tmp/stacks.err" | tr '\n' ' ')"
@@ -213,8 +152,9 @@ done
 # Line numbers: every location of dl_spin_static, per mapping file, with
 # the file name and line its DWARF gave (pprof decoded by hand: no protobuf
 # package needed).
-python3 - "$profile" >"$tmp/lines.txt" <<'EOF'
+PYTHONPATH=$lib_dir python3 - "$profile" >"$tmp/lines.txt" <<'EOF'
 import gzip, os, sys
+from wire_client import read_varint as varint
 
 def fields(b):
     i = 0
@@ -233,16 +173,6 @@ def fields(b):
         else:
             raise ValueError("wire type %d" % wt)
         yield num, v
-
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << s
-        s += 7
-        if not c & 0x80:
-            return v, i
 
 def msg(b):
     d = {}

@@ -13,12 +13,11 @@
 # download). Missing prerequisites are failures, not skips. Prints PASS/FAIL
 # lines and "N passed, N failed".
 set -uo pipefail
+. "$(dirname "$0")/lib/common.sh"
 
 PLAYWRIGHT_VERSION=1.60.0
-build=${1:?usage: test_flamegraph.sh BUILD_DIR [--profile FILE --expect A,B --click NAME]}
+need_build "${1:?usage: test_flamegraph.sh BUILD_DIR [--profile FILE --expect A,B --click NAME]}"
 shift
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "$build" && pwd)
 profile=
 expect=spin_inline,leaf,level3,level2,level1,main,read_zero_loop,do_syscalls,do_syscall_64,ksys_read,libc.so.6+0x29d90
 click=level2
@@ -31,28 +30,11 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-finish() {
-	echo "$passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
-	exit
-}
-
-tmp=$(mktemp -d /tmp/opal-fg.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-
+need_bins "$report"
 chromium_bin=$(command -v chromium || true)
-if [ -z "$chromium_bin" ]; then
-	fail "chromium present" "no chromium in PATH (scripts/install-deps.sh installs it)"
-	finish
-fi
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-	fail "node and npm present" "install nodejs/npm"
-	finish
-fi
+need_tools chromium node npm
+[ "$prereq_ok" -eq 1 ] || finish
+make_tmp opal-fg
 
 nodedir=$build/tests/flamegraph-node
 if [ ! -f "$nodedir/node_modules/playwright-core/package.json" ] ||
@@ -68,8 +50,8 @@ pass "playwright-core $PLAYWRIGHT_VERSION available"
 
 if [ -z "$profile" ]; then
 	profile=$tmp/fixture.pb
-	if ! protoc --encode=perftools.profiles.Profile -I"$root/proto" \
-		"$root/proto/pprof/profile.proto" <"$root/tests/integration/flamegraph/fixture.txtpb" \
+	if ! protoc --encode=perftools.profiles.Profile -I"$repo/proto" \
+		"$repo/proto/pprof/profile.proto" <"$repo/tests/integration/flamegraph/fixture.txtpb" \
 		>"$profile" 2>"$tmp/protoc.err"; then
 		fail "fixture profile encoded" "$(head -n 3 "$tmp/protoc.err" | tr '\n' ' ')"
 		finish
@@ -77,7 +59,7 @@ if [ -z "$profile" ]; then
 fi
 
 html=$tmp/flamegraph.html
-if "$build/opal-report" flamegraph "$profile" -o "$html" --title "opal flame graph test" \
+if "$report" flamegraph "$profile" -o "$html" --title "opal flame graph test" \
 	>"$tmp/report.out" 2>&1 && [ -s "$html" ]; then
 	pass "opal-report flamegraph wrote the page ($(cat "$tmp/report.out"))"
 else
@@ -88,15 +70,9 @@ fi
 # Root needs --no-sandbox (given by check.js); HOME keeps chromium's
 # profile and crash folders inside the temp dir.
 out=$(HOME=$tmp NODE_PATH=$nodedir/node_modules timeout 120 \
-	node "$root/tests/integration/flamegraph/check.js" "$html" "$chromium_bin" "$expect" "$click" 2>&1)
+	node "$repo/tests/integration/flamegraph/check.js" "$html" "$chromium_bin" "$expect" "$click" 2>&1)
 rc=$?
-while IFS= read -r line; do
-	case $line in
-	"PASS "*) pass "${line#PASS }" ;;
-	"FAIL "*) rest=${line#FAIL }; fail "${rest%%: *}" "${rest#*: }" ;;
-	*) [ -n "$line" ] && echo "    $line" ;;
-	esac
-done <<<"$out"
+report_lines <<<"$out"
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
 	fail "browser check" "exit status $rc"
 fi

@@ -13,81 +13,23 @@
 # are failures. OPAL_IT_KEEP=1 keeps the temp folder (kept on failure).
 set -uo pipefail
 
-build_arg=${1:?usage: test_flamegraph_http.sh BUILD_DIR}
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-finish() {
-	echo "$passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
-	exit
-}
+. "$(dirname "$0")/lib/common.sh"
 
-prereq_ok=1
-need() { fail "prerequisite $1" "$2"; prereq_ok=0; }
-build=$(cd "$build_arg" 2>/dev/null && pwd) || { need build-dir "no folder $build_arg"; finish; }
+need_build "${1:?usage: test_flamegraph_http.sh BUILD_DIR}"
 fx=$build/fixtures/fp
-collector=$build/opal-collector
-symbolizer=$build/opal-symbolizer
-[ "$(id -u)" -eq 0 ] || need root "run as root: the collector loads BPF programs"
-[ -r /sys/kernel/btf/vmlinux ] || need bpf "/sys/kernel/btf/vmlinux is missing"
-id nobody >/dev/null 2>&1 || need user "user 'nobody' does not exist"
+need_daemons
 command -v python3 >/dev/null || need python3 "python3 reads the page's embedded data"
 command -v curl >/dev/null || need curl "curl fetches the page"
-for b in "$collector" "$symbolizer"; do
-	[ -x "$b" ] || need binaries "$b is missing: run 'make all'"
-done
-for f in chain sysloop; do
-	[ -x "$fx/$f" ] || need fixtures "$fx/$f is missing: run 'make fixtures'"
-done
+need_fixtures "$fx/chain" "$fx/sysloop"
 [ "$prereq_ok" -eq 1 ] || finish
 
-tmp=$(mktemp -d /tmp/opal-fghttp.XXXXXX)
-chmod 0755 "$tmp"
-echo "flamegraph http: working in $tmp"
-cleanup() {   # this script's own background jobs only
-	local p
-	for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-
-wait_for_exit() {   # PID SECONDS; sets wait_rc (124 on timeout)
-	local pid=$1 limit=$2 i
-	for ((i = 0; i < limit * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then wait_rc=124; return; fi
-	wait "$pid"
-	wait_rc=$?
-}
-
-mkdir -p "$tmp/state" "$tmp/out" "$tmp/run"
-chown nobody "$tmp/state" "$tmp/out" "$tmp/run"
-sock=$tmp/run/opal.sock
+make_tmp opal-fghttp
+make_dirs "$tmp"
 # No OTLP endpoint from the caller's environment: the served page is the
 # way to see the profiles, and the log says so.
-env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT \
-	"$symbolizer" --socket "$sock" --state-dir "$tmp/state" --out-dir "$tmp/out" \
-	--user nobody --http-listen 127.0.0.1:0 --flamegraph-keep 40 >"$tmp/symbolizer.log" 2>&1 &
-sym_pid=$!
-for _ in $(seq 100); do
-	[ -S "$sock" ] && break
-	kill -0 "$sym_pid" 2>/dev/null || break
-	sleep 0.1
-done
-if [ ! -S "$sock" ]; then
-	fail "symbolizer starts" "$(tail -n 5 "$tmp/symbolizer.log" | tr '\n' ' ')"
-	finish
-fi
-# The socket exists before the HTTP API starts (after the sandbox): wait
-# for the API's log line.
-for _ in $(seq 100); do
-	grep -q 'listening on .*; state ' "$tmp/symbolizer.log" && break
-	sleep 0.1
-done
-port=$(sed -n 's/.*http: listening on 127.0.0.1:0 (port \([0-9]*\).*/\1/p' "$tmp/symbolizer.log")
+sym_env=(-u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT)
+start_symbolizer "$tmp" "$tmp/symbolizer.log" --http-listen 127.0.0.1:0 --flamegraph-keep 40 || finish
+port=$(http_port "$tmp/symbolizer.log")
 url_line=$(grep -o 'flame graph of recent profiles: http://127.0.0.1:[0-9]*/flamegraph[^;]*; no OTLP endpoint' \
 	"$tmp/symbolizer.log")
 if [ -n "$port" ] && [ -n "$url_line" ] && [[ $url_line == *":$port/flamegraph"* ]]; then
@@ -98,9 +40,7 @@ else
 fi
 base=http://127.0.0.1:$port
 
-"$collector" --socket "$sock" --frequency 99 --interval 1 >"$tmp/collector.log" 2>&1 &
-coll_pid=$!
-sleep 1
+start_collector "$tmp/collector.log" --socket "$tmp/run/opal.sock" --frequency 99 --interval 1 || finish
 "$fx/chain" 5 >"$tmp/chain.out" 2>&1 &
 chain_pid=$!
 "$fx/sysloop" 5 >"$tmp/sysloop.out" 2>&1 &
@@ -236,11 +176,4 @@ else
 	fail "symbolizer stops cleanly" "exit $wait_rc; $(grep -m3 'seccomp\|error' "$tmp/symbolizer.log")"
 fi
 
-trap - EXIT
-cleanup
-if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ]; then
-	rm -rf "$tmp"
-else
-	echo "flamegraph http: kept $tmp"
-fi
 finish

@@ -18,79 +18,17 @@
 # are failures. OPAL_IT_KEEP=1 keeps the temp folder (kept on failure).
 set -uo pipefail
 
-build_arg=${1:?usage: test_otlp_export.sh BUILD_DIR}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-finish() {
-	echo "$passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
-	exit
-}
+. "$(dirname "$0")/lib/common.sh"
 
-prereq_ok=1
-need() { fail "prerequisite $1" "$2"; prereq_ok=0; }
-build=$(cd "$build_arg" 2>/dev/null && pwd) || { need build-dir "no folder $build_arg"; finish; }
+need_build "${1:?usage: test_otlp_export.sh BUILD_DIR}"
 fx=$build/fixtures/fp
-collector=$build/opal-collector
-symbolizer=$build/opal-symbolizer
-receiver=$build/tests/otlp-receiver
-[ "$(id -u)" -eq 0 ] || need root "run as root: the collector loads BPF programs"
-[ -r /sys/kernel/btf/vmlinux ] || need bpf "/sys/kernel/btf/vmlinux is missing"
-id nobody >/dev/null 2>&1 || need user "user 'nobody' does not exist"
+need_daemons
 command -v python3 >/dev/null || need python3 "python3 reads the receiver's JSON log"
-for b in "$collector" "$symbolizer"; do
-	[ -x "$b" ] || need binaries "$b is missing: run 'make all'"
-done
-[ -x "$fx/chain" ] || need fixtures "$fx/chain is missing: run 'make fixtures'"
+need_fixtures "$fx/chain"
 [ "$prereq_ok" -eq 1 ] || finish
-if ! "$root/tests/otlp_receiver/build.sh" "$build" >/dev/null 2>&1; then
-	fail "receiver builds" "tests/otlp_receiver/build.sh $build failed"
-	finish
-fi
+need_receiver
 
-tmp=$(mktemp -d /tmp/opal-otlp.XXXXXX)
-chmod 0755 "$tmp"
-echo "otlp export: working in $tmp"
-
-# Kills this script's own background jobs (never anything by name).
-cleanup() {
-	local p
-	for p in $(jobs -p); do
-		kill -KILL "$p" 2>/dev/null || true
-	done
-}
-trap cleanup EXIT
-
-wait_for_exit() {   # PID SECONDS; sets wait_rc (124 on timeout)
-	local pid=$1 limit=$2 i
-	for ((i = 0; i < limit * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		wait_rc=124
-		return
-	fi
-	wait "$pid"
-	wait_rc=$?
-}
-
-start_receiver() {   # NAME SCRIPT; sets rcv_pid, rcv_port, rcv_log
-	rcv_log=$tmp/$1.requests.jsonl
-	rm -f "$tmp/$1.port"
-	"$receiver" --log "$rcv_log" --script "$2" --port-file "$tmp/$1.port" \
-		>"$tmp/$1.receiver.log" 2>&1 &
-	rcv_pid=$!
-	for _ in $(seq 50); do
-		[ -s "$tmp/$1.port" ] && break
-		sleep 0.1
-	done
-	rcv_port=$(cat "$tmp/$1.port" 2>/dev/null)
-	[ -n "$rcv_port" ]
-}
+make_tmp opal-otlp
 
 # run_phase NAME SECONDS SYMBOLIZER-ARGS... : symbolizer (as nobody) and
 # collector (1 s intervals, 99 Hz) around the chain fixture; the symbolizer
@@ -99,23 +37,10 @@ run_phase() {
 	local name=$1 secs=$2
 	shift 2
 	local dir=$tmp/$name
-	mkdir -p "$dir/state" "$dir/out" "$dir/run"
-	chown nobody "$dir/state" "$dir/out" "$dir/run"
-	local sock=$dir/run/opal.sock
-	env "${sym_env[@]}" "$symbolizer" --socket "$sock" --state-dir "$dir/state" \
-		--out-dir "$dir/out" --user nobody "$@" >"$dir/symbolizer.log" 2>&1 &
-	local sym_pid=$!
-	for _ in $(seq 100); do
-		[ -S "$sock" ] && break
-		kill -0 "$sym_pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if [ ! -S "$sock" ]; then
-		fail "$name: symbolizer starts" "$(tail -n 3 "$dir/symbolizer.log" | tr '\n' ' ')"
+	make_dirs "$dir"
+	start_symbolizer "$dir" "$dir/symbolizer.log" "$@" || return 1
+	start_collector "$dir/collector.log" --socket "$dir/run/opal.sock" --frequency 99 --interval 1 ||
 		return 1
-	fi
-	"$collector" --socket "$sock" --frequency 99 --interval 1 >"$dir/collector.log" 2>&1 &
-	local coll_pid=$!
 	"$fx/chain" "$secs" >"$dir/chain.out" 2>&1 &
 	chain_pid=$!
 	wait_for_exit "$chain_pid" $((secs + 30))
@@ -123,14 +48,7 @@ run_phase() {
 	kill -TERM "$coll_pid" 2>/dev/null
 	wait_for_exit "$coll_pid" 30
 	sleep 1
-	kill -TERM "$sym_pid" 2>/dev/null
-	wait_for_exit "$sym_pid" 60
-	if [ "$wait_rc" -ne 0 ]; then
-		fail "$name: symbolizer stops cleanly" "exit status $wait_rc"
-		tail -n 20 "$dir/symbolizer.log" | sed 's/^/    /'
-		return 1
-	fi
-	pass "$name: symbolizer ran and stopped cleanly"
+	stop_daemon "$name: symbolizer ran and stopped cleanly" "$sym_pid" 60 "$dir/symbolizer.log"
 }
 
 # Checks on the receiver's JSON lines; prints PASS/FAIL lines.
@@ -198,19 +116,9 @@ else:
 PY
 }
 
-report_lines() {
-	while IFS= read -r line; do
-		case $line in
-		"PASS "*) pass "${line#PASS }" ;;
-		"FAIL "*) rest=${line#FAIL }; fail "${rest%%: *}: ${rest#*: }" "see above" ;;
-		*) echo "    $line" ;;
-		esac
-	done
-}
-
 # ---- phase 1: profiles -------------------------------------------------------
 script="503:ra=3,ok,429,ok,400,ok,partial,ok,slow=4000,ok"
-if start_receiver profiles "$script"; then
+if start_otlp_receiver profiles "$script"; then
 	pass "profiles: receiver listening on port $rcv_port"
 	sym_env=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$rcv_port"
 		OTEL_EXPORTER_OTLP_HEADERS="x-opal-test=integration"
@@ -237,7 +145,7 @@ else
 fi
 
 # ---- phase 2: profiles as logs -----------------------------------------------
-if start_receiver logs "ok"; then
+if start_otlp_receiver logs "ok"; then
 	pass "logs: receiver listening on port $rcv_port"
 	sym_env=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:1")   # the flag must win
 	if run_phase logs 4 --export pprof,otlp-logs --otlp-endpoint "http://127.0.0.1:$rcv_port"; then
@@ -249,11 +157,4 @@ else
 	fail "logs: receiver starts" "$(tail -n 3 "$tmp/logs.receiver.log" | tr '\n' ' ')"
 fi
 
-trap - EXIT
-cleanup
-if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ]; then
-	rm -rf "$tmp"
-else
-	echo "otlp export: kept $tmp"
-fi
 finish

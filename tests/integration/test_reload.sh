@@ -16,17 +16,7 @@
 # are failures. OPAL_IT_KEEP=1 keeps the temp folder (kept on failure).
 set -uo pipefail
 
-build_arg=${1:?usage: test_reload.sh BUILD_DIR}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-finish() {
-	echo "$passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
-	exit
-}
+. "$(dirname "$0")/lib/common.sh"
 check() {   # NAME COMMAND...: PASS when the command succeeds
 	local name=$1
 	shift
@@ -34,63 +24,17 @@ check() {   # NAME COMMAND...: PASS when the command succeeds
 	why=
 }
 
-prereq_ok=1
-need() { fail "prerequisite $1" "$2"; prereq_ok=0; }
-build=$(cd "$build_arg" 2>/dev/null && pwd) || { need build-dir "no folder $build_arg"; finish; }
-collector=$build/opal-collector
-symbolizer=$build/opal-symbolizer
-receiver=$build/tests/otlp-receiver
-[ "$(id -u)" -eq 0 ] || need root "run as root: the collector loads BPF programs"
-[ -r /sys/kernel/btf/vmlinux ] || need bpf "/sys/kernel/btf/vmlinux is missing"
-id nobody >/dev/null 2>&1 || need user "user 'nobody' does not exist"
+need_build "${1:?usage: test_reload.sh BUILD_DIR}"
+need_daemons
 command -v curl >/dev/null || need curl "curl reads /metrics"
-for b in "$collector" "$symbolizer"; do
-	[ -x "$b" ] || need binaries "$b is missing: run 'make all'"
-done
 [ "$prereq_ok" -eq 1 ] || finish
-if ! "$root/tests/otlp_receiver/build.sh" "$build" >/dev/null 2>&1; then
-	fail "receiver builds" "tests/otlp_receiver/build.sh $build failed"
-	finish
-fi
+need_receiver
 
-tmp=$(mktemp -d /tmp/opal-reload.XXXXXX)
-chmod 0755 "$tmp"
-echo "reload: working in $tmp"
-cleanup() {   # this script's own background jobs only
-	local p
-	for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-wait_for_exit() {   # PID SECONDS; sets wait_rc (124 on timeout)
-	local pid=$1 limit=$2 i
-	for ((i = 0; i < limit * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then wait_rc=124; return; fi
-	wait "$pid"
-	wait_rc=$?
-}
-# wait_log FILE PATTERN SECONDS: until grep finds the pattern
-wait_log() {
-	local i
-	for ((i = 0; i < $3 * 10; i++)); do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
-}
+make_tmp opal-reload
+start_otlp_receiver logs ok || { fail "receiver starts" "$(cat "$tmp/logs.receiver.log")"; finish; }
 
-"$receiver" --log "$tmp/requests.jsonl" --script ok --port-file "$tmp/rcv.port" \
-	>"$tmp/receiver.log" 2>&1 &
-rcv=$!
-for _ in $(seq 50); do [ -s "$tmp/rcv.port" ] && break; sleep 0.1; done
-rcv_port=$(cat "$tmp/rcv.port" 2>/dev/null)
-[ -n "$rcv_port" ] || { fail "receiver starts" "$(cat "$tmp/receiver.log")"; finish; }
-
-mkdir -p "$tmp/state" "$tmp/out" "$tmp/run" "$tmp/conf"
-chown nobody "$tmp/state" "$tmp/out" "$tmp/run"
-chmod 0755 "$tmp/conf"
+make_dirs "$tmp"
+mkdir -m 0755 "$tmp/conf"
 sconf=$tmp/conf/symbolizer.json
 cconf=$tmp/conf/collector.json
 # Written whole then renamed, as editors and config managers do: the
@@ -103,26 +47,13 @@ put "$sconf" '{"keep-intervals": 100, "flamegraph-keep": 50, "export": ["pprof"]
 put "$cconf" '{"interval": 1, "frequency": 99}'
 
 sock=$tmp/run/opal.sock
-env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_LOGS_ENDPOINT \
-	"$symbolizer" --config "$sconf" --socket "$sock" --state-dir "$tmp/state" \
-	--out-dir "$tmp/out" --user nobody >"$tmp/symbolizer.log" 2>&1 &
-sym=$!
-for _ in $(seq 100); do
-	[ -S "$sock" ] && break
-	kill -0 "$sym" 2>/dev/null || break
-	sleep 0.1
-done
-[ -S "$sock" ] || { fail "symbolizer starts" "$(tail -n 5 "$tmp/symbolizer.log")"; finish; }
-# The socket exists before the HTTP API starts (after the sandbox): wait
-# for the API's log line.
-for _ in $(seq 100); do
-	grep -q 'listening on .*; state ' "$tmp/symbolizer.log" && break
-	sleep 0.1
-done
-port=$(sed -n 's/.*http: listening on 127.0.0.1:0 (port \([0-9]*\).*/\1/p' "$tmp/symbolizer.log")
+sym_env=(-u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_LOGS_ENDPOINT)
+start_symbolizer "$tmp" "$tmp/symbolizer.log" --config "$sconf" || finish
+sym=$sym_pid
+port=$(http_port "$tmp/symbolizer.log")
 check "symbolizer took http-listen from the config file (port $port)" test -n "$port"
-"$collector" --config "$cconf" --socket "$sock" >"$tmp/collector.log" 2>&1 &
-coll=$!
+start_collector "$tmp/collector.log" --config "$cconf" --socket "$sock" || finish
+coll=$coll_pid
 timeout 60 bash -c 'while :; do :; done' &
 busy=$!
 # count_files DIR PATTERN
@@ -150,7 +81,7 @@ for want in "SIGHUP: keep-intervals: 100 -> 2" "SIGHUP: flamegraph-keep: 50 -> 2
 done
 # two intervals exported after the reload (each also rotates the files)
 for _ in $(seq 150); do
-	[ "$(grep -c '"path": *"/v1/logs"' "$tmp/requests.jsonl" 2>/dev/null)" -ge 2 ] && break
+	[ "$(grep -c '"path": *"/v1/logs"' "$rcv_log" 2>/dev/null)" -ge 2 ] && break
 	sleep 0.1
 done
 n=$(find "$tmp/out/intervals" -name '*.pb.gz' | wc -l)
@@ -159,7 +90,7 @@ check "keep-intervals 2 applied: $n interval files left" test "$n" -le 2
 n=$(find "$tmp/state/recent" -name 'recent-*.pb.gz' | wc -l)
 why="$n recent profiles"
 check "flamegraph-keep 2 applied: $n recent profiles left" test "$n" -le 2 -a "$n" -ge 1
-n=$(grep -c '"path": *"/v1/logs"' "$tmp/requests.jsonl" 2>/dev/null)
+n=$(grep -c '"path": *"/v1/logs"' "$rcv_log" 2>/dev/null)
 why="$n requests at the receiver"
 check "otlp-logs export turned on by SIGHUP: $n requests received" test "${n:-0}" -ge 2
 why="no debug line after the reload"
@@ -235,13 +166,6 @@ check "symbolizer stops cleanly, logging the exporter totals" \
 why="$(grep -m3 'seccomp: denied' "$tmp/symbolizer.log")"
 check "no seccomp denial" test -z "$why"
 
-kill -TERM "$rcv" 2>/dev/null
-wait_for_exit "$rcv" 10
-trap - EXIT
-cleanup
-if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ]; then
-	rm -rf "$tmp"
-else
-	echo "reload: kept $tmp"
-fi
+kill -TERM "$rcv_pid" 2>/dev/null
+wait_for_exit "$rcv_pid" 10
 finish

@@ -24,63 +24,20 @@
 # kept on failure (and with OPAL_IT_KEEP=1).
 set -uo pipefail
 export LC_ALL=C   # sort, join and comm agree on the order
-build=$(cd "${1:?usage: test_restart.sh BUILD_DIR}" 2>/dev/null && pwd) || {
-	echo "FAIL prerequisite: no folder $1"
-	echo "0 passed, 1 failed"
-	exit 1
-}
-passed=0 failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
-
-collector=$build/opal-collector
-symbolizer=$build/opal-symbolizer
-report=$build/opal-report
+. "$(dirname "$0")/lib/common.sh"
+need_build "${1:?usage: test_restart.sh BUILD_DIR}"
 chain=$build/fixtures/fp/chain
-prereq() { fail "prerequisite" "$1"; finish; }
-[ "$(id -u)" -eq 0 ] || prereq "run as root (BPF; the symbolizer drops to nobody)"
-[ -r /sys/kernel/btf/vmlinux ] || prereq "/sys/kernel/btf/vmlinux is missing: no BPF CO-RE"
-id nobody >/dev/null 2>&1 || prereq "user nobody is missing"
-for b in "$collector" "$symbolizer" "$report"; do
-	[ -x "$b" ] || prereq "$b is missing: run 'make all'"
-done
-[ -x "$chain" ] || prereq "$chain is missing: run 'make fixtures'"
-for t in gdb sqlite3 python3 setpriv; do
-	command -v "$t" >/dev/null || prereq "$t is missing (scripts/install-deps.sh installs it)"
-done
+need_daemons
+need_bins "$report"
+need_fixtures "$chain"
+need_tools gdb sqlite3 python3 setpriv
+[ "$prereq_ok" -eq 1 ] || finish
 
-tmp=$(mktemp -d /tmp/opal-restart.XXXXXX)
-chmod 0755 "$tmp"
-echo "test_restart: working in $tmp"
+make_tmp opal-restart
 nobody_uid=$(id -u nobody)
 nobody_gid=$(id -g nobody)
-# Kills this script's own background jobs still running (never by name:
-# a pid this script reaped may belong to someone else by now).
-cleanup() {
-	local p
-	for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null; done
-	if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ]; then
-		rm -rf "$tmp"
-	else
-		echo "test_restart: kept $tmp"
-	fi
-}
-trap cleanup EXIT
 
 # ---- helpers ------------------------------------------------------------------
-
-# Waits up to $2 s for pid $1 to exit; sets wait_rc (124 on timeout).
-wait_for_exit() {
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$1" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$1" 2>/dev/null; then wait_rc=124; return; fi
-	wait "$1"
-	wait_rc=$?
-}
 
 # kill9 PID...: kill -9 and reap our own children, without bash's
 # "Killed" job notice (printed on stderr when it reaps them).
@@ -102,11 +59,6 @@ wait_lines() {
 	return 1
 }
 
-show_log() {
-	echo "---- $1 (last 25 lines)"
-	grep -v 'libbpf:' "$2" 2>/dev/null | tail -n 25 | sed 's/^/    /'
-}
-
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -118,33 +70,6 @@ written_seqs() {   # LOG...: seqs whose files were written, one a line
 }
 dup_seqs() {       # LOG...: seqs acknowledged as already written
 	sed -nE 's/^<6>opal-symbolizer: interval ([0-9]+) of run [0-9a-f]+ already written.*/\1/p' "$@"
-}
-
-# start_symbolizer DIR LOG: the same socket, state and output folders every
-# time; sets sym_pid. Fails the phase when it does not come up.
-start_symbolizer() {
-	"$symbolizer" --socket "$1/run/opal.sock" --state-dir "$1/state" --out-dir "$1/out" \
-		--user nobody --keep-intervals 0 --http-listen "127.0.0.1:$port" >"$2" 2>&1 &
-	sym_pid=$!
-	if ! wait_lines "$2" 'opal-symbolizer: listening on' 1 20; then
-		fail "symbolizer starts ($2)" "no 'listening on' within 20 s"
-		show_log symbolizer "$2"
-		return 1
-	fi
-}
-
-# start_collector DIR LOG ARGS...: sets coll_pid and run_hex.
-start_collector() {
-	local dir=$1 log=$2
-	shift 2
-	"$collector" --socket "$dir/run/opal.sock" --interval 1 --verbose "$@" >"$log" 2>&1 &
-	coll_pid=$!
-	if ! wait_lines "$log" 'opal-collector: run [0-9a-f]{16}:' 1 20; then
-		fail "collector starts ($log)" "no run line within 20 s (BPF unavailable?)"
-		show_log collector "$log"
-		return 1
-	fi
-	run_hex=$(sed -nE 's/^<6>opal-collector: run ([0-9a-f]{16}):.*/\1/p' "$log" | head -n 1)
 }
 
 # kill_after_next_write LOG: waits for the symbolizer to write one more
@@ -185,14 +110,7 @@ kill_inside_write() {
 stop_both() {
 	local dir=$1 clog=$2 slog=$3 name=$4
 	final_seq=
-	kill -TERM "$coll_pid"
-	wait_for_exit "$coll_pid" 30
-	if [ "$wait_rc" -eq 0 ]; then
-		pass "$name: collector stops cleanly on SIGTERM"
-	else
-		fail "$name: collector stops cleanly on SIGTERM" "exit status $wait_rc"
-		show_log collector "$clog"
-	fi
+	stop_daemon "$name: collector stops cleanly on SIGTERM" "$coll_pid" 30 "$clog"
 	final_seq=$(sed -nE 's/^<6>opal-collector: final interval ([0-9]+) acknowledged$/\1/p' "$clog")
 	if [ -n "$final_seq" ] && wait_lines "$slog" "interval $final_seq \(final\): " 1 10; then
 		pass "$name: final interval $final_seq written and acknowledged"
@@ -204,14 +122,7 @@ stop_both() {
 sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
 		"http://127.0.0.1:$port/metrics" >"$dir/metrics.txt" 2>"$dir/metrics.err" ||
 		fail "$name: GET /metrics" "$(head -n 2 "$dir/metrics.err" | tr '\n' ' ')"
-	kill -TERM "$sym_pid"
-	wait_for_exit "$sym_pid" 30
-	if [ "$wait_rc" -eq 0 ]; then
-		pass "$name: symbolizer stops cleanly on SIGTERM"
-	else
-		fail "$name: symbolizer stops cleanly on SIGTERM" "exit status $wait_rc"
-		show_log symbolizer "$slog"
-	fi
+	stop_daemon "$name: symbolizer stops cleanly on SIGTERM" "$sym_pid" 30 "$slog"
 }
 
 metric() {   # DIR NAME: the collector counter NAME (opal_collector_NAME_total)
@@ -306,17 +217,19 @@ seq_list() { seq "$1" "$2" 2>/dev/null; }
 compact() { tr '\n' ' ' | sed 's/ $//'; }
 
 port=$(free_port)
+# The daemons' arguments in every phase, besides their folder and log.
+sym_args=(--keep-intervals 0 --http-listen "127.0.0.1:$port")
+coll_args=(--interval 1 --verbose)
 
 # ---- A: symbolizer killed, large buffer; kills inside an interval's write ------
 A=$tmp/a
-mkdir -p "$A/state" "$A/out" "$A/run"
-chown nobody "$A/state" "$A/out" "$A/run"
+make_dirs "$A"
 "$chain" 90 >/dev/null 2>&1 &
 chain_pid=$!
 
 phase_a() {
-	start_symbolizer "$A" "$A/sym1.log" || return
-	start_collector "$A" "$A/collector.log" --frequency 99 || return
+	start_symbolizer "$A" "$A/sym1.log" "${sym_args[@]}" || return
+	start_collector "$A/collector.log" --socket "$A/run/opal.sock" "${coll_args[@]}" --frequency 99 || return
 	run_a=$run_hex
 	if ! wait_lines "$A/sym1.log" "$WRITTEN_RE" 3 30; then
 		fail "A: intervals written" "fewer than 3 in 30 s"
@@ -326,7 +239,7 @@ phase_a() {
 	kill_after_next_write "$A/sym1.log" || { fail "A: kill -9 symbolizer" "no interval"; return; }
 	local down_seq=$last_seq
 	sleep 4   # the collector buffers ~4 intervals meanwhile
-	start_symbolizer "$A" "$A/sym2.log" || return
+	start_symbolizer "$A" "$A/sym2.log" "${sym_args[@]}" || return
 	if wait_lines "$A/sym2.log" "$WRITTEN_RE" 6 30; then
 		pass "A: collector reconnects after kill -9 of the symbolizer (killed after interval $down_seq)"
 	else
@@ -341,7 +254,7 @@ phase_a() {
 		fail "A: kill inside the write (W1)" "gdb did not stop in opal_ledger_record"
 		return
 	fi
-	start_symbolizer "$A" "$A/sym3.log" || return
+	start_symbolizer "$A" "$A/sym3.log" "${sym_args[@]}" || return
 	wait_lines "$A/sym3.log" "$WRITTEN_RE" 2 30 ||
 		{ fail "A: restart after W1" "no intervals written"; return; }
 	if kill_inside_write after; then
@@ -351,7 +264,7 @@ phase_a() {
 		fail "A: kill inside the write (W2)" "gdb did not stop in opal_ledger_record"
 		return
 	fi
-	start_symbolizer "$A" "$A/sym4.log" || return
+	start_symbolizer "$A" "$A/sym4.log" "${sym_args[@]}" || return
 	wait_lines "$A/sym4.log" "$WRITTEN_RE" 3 30 ||
 		{ fail "A: restart after W2" "no intervals written"; return; }
 	stop_both "$A" "$A/collector.log" "$A/sym4.log" A
@@ -414,8 +327,7 @@ fi
 
 # ---- B: symbolizer down long enough to overflow a 64 KiB buffer ----------------
 B=$tmp/b
-mkdir -p "$B/state" "$B/out" "$B/run"
-chown nobody "$B/state" "$B/out" "$B/run"
+make_dirs "$B"
 # Two busy processes at 199 Hz: intervals of ~15-20 KB, so 64 KiB keeps
 # about 3 of the ~8 that pile up while the symbolizer is down.
 "$chain" 90 >/dev/null 2>&1 &
@@ -425,15 +337,16 @@ chain2_pid=$!
 final_seq=
 
 phase_b() {
-	start_symbolizer "$B" "$B/sym1.log" || return
-	start_collector "$B" "$B/collector.log" --frequency 199 --buffer-bytes 65536 || return
+	start_symbolizer "$B" "$B/sym1.log" "${sym_args[@]}" || return
+	start_collector "$B/collector.log" --socket "$B/run/opal.sock" "${coll_args[@]}" \
+		--frequency 199 --buffer-bytes 65536 || return
 	run_b=$run_hex
 	wait_lines "$B/sym1.log" "$WRITTEN_RE" 2 30 ||
 		{ fail "B: intervals written" "fewer than 2 in 30 s"; return; }
 	kill_after_next_write "$B/sym1.log" || { fail "B: kill -9 symbolizer" "no interval"; return; }
 	down_b=$last_seq
 	sleep 8
-	start_symbolizer "$B" "$B/sym2.log" || return
+	start_symbolizer "$B" "$B/sym2.log" "${sym_args[@]}" || return
 	if ! wait_lines "$B/sym2.log" "$WRITTEN_RE" 3 30; then
 		fail "B: collector reconnects" "restarted symbolizer wrote < 3 intervals in 30 s"
 		show_log collector "$B/collector.log"
@@ -498,21 +411,20 @@ fi
 
 # ---- C: collector killed and restarted ------------------------------------------
 C=$tmp/c
-mkdir -p "$C/state" "$C/out" "$C/run"
-chown nobody "$C/state" "$C/out" "$C/run"
+make_dirs "$C"
 "$chain" 60 >/dev/null 2>&1 &
 chain_pid=$!
 final_seq=
 
 phase_c() {
-	start_symbolizer "$C" "$C/sym.log" || return
+	start_symbolizer "$C" "$C/sym.log" "${sym_args[@]}" || return
 	sym_c=$sym_pid
-	start_collector "$C" "$C/collector1.log" --frequency 99 || return
+	start_collector "$C/collector1.log" --socket "$C/run/opal.sock" "${coll_args[@]}" --frequency 99 || return
 	run_c1=$run_hex
 	wait_lines "$C/sym.log" "$WRITTEN_RE" 3 30 ||
 		{ fail "C: intervals written" "fewer than 3 in 30 s"; return; }
 	kill9 "$coll_pid"
-	start_collector "$C" "$C/collector2.log" --frequency 99 || return
+	start_collector "$C/collector2.log" --socket "$C/run/opal.sock" "${coll_args[@]}" --frequency 99 || return
 	run_c2=$run_hex
 	if wait_lines "$C/sym.log" 'collector pid [0-9]+ disconnected' 1 10 &&
 		wait_lines "$C/sym.log" 'opal-symbolizer: collector connected' 2 30 &&

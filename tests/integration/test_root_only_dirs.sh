@@ -5,29 +5,25 @@
 # /proc/self/fd afterwards, SQLite included.
 # usage: tests/integration/test_root_only_dirs.sh BUILD_DIR   (as root)
 set -uo pipefail
-build=$(cd "${1:?usage: test_root_only_dirs.sh BUILD_DIR}" && pwd)
-passed=0 failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+. "$(dirname "$0")/lib/common.sh"
+need_build "${1:?usage: test_root_only_dirs.sh BUILD_DIR}"
+need_daemons
+need_bins "$report"
+[ "$prereq_ok" -eq 1 ] || finish
 
-[ "$(id -u)" -eq 0 ] || { fail prerequisite "run as root (BPF collector, symbolizer --user nobody)"; finish; }
-
-home=$(mktemp -d /tmp/opal-home.XXXXXX)
+make_tmp opal-home
+home=$tmp
 chmod 0700 "$home"
 if su nobody -s /bin/sh -c "ls '$home'" >/dev/null 2>&1; then
 	fail setup "nobody can list $home; the test would prove nothing"
 	finish
 fi
 sock=$home/s.sock
-"$build/opal-symbolizer" --socket "$sock" --state-dir "$home/var" --out-dir "$home/out" \
-	--whole-run --user nobody 2>"$home/sym.log" &
-sym=$!
-trap 'kill -KILL $sym $coll 2>/dev/null; [ "$failed" -eq 0 ] && rm -rf "$home"' EXIT
-coll=
-for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
-"$build/opal-collector" --socket "$sock" --frequency 99 --interval 1 2>"$home/coll.log" &
-coll=$!
+launch_symbolizer "$home/sym.log" --socket "$sock" --state-dir "$home/var" --out-dir "$home/out" \
+	--whole-run --user nobody || finish
+sym=$sym_pid
+start_collector "$home/coll.log" --socket "$sock" --frequency 99 --interval 1 || finish
+coll=$coll_pid
 # Work for the profile: on an idle machine the daemons' own samples are
 # excluded and nothing else may run.
 timeout 4 bash -c 'while :; do :; done'
@@ -41,7 +37,7 @@ rc=$?
 	fail "state.db" "$(ls -la "$home/var" 2>&1; tail -5 "$home/sym.log")"
 n=$(ls "$home/out/intervals/"*.pb.gz 2>/dev/null | wc -l)
 [ "$n" -ge 3 ] && pass "interval files written ($n)" || fail "interval files" "$n: $(tail -5 "$home/sym.log")"
-"$build/opal-report" check "$home/out/profile.pb.gz" >/dev/null 2>&1 &&
+"$report" check "$home/out/profile.pb.gz" >/dev/null 2>&1 &&
 	pass "whole-run profile has symbolized user and kernel frames" ||
-	fail "profile" "$("$build/opal-report" check "$home/out/profile.pb.gz" 2>&1)"
+	fail "profile" "$("$report" check "$home/out/profile.pb.gz" 2>&1)"
 finish

@@ -16,54 +16,15 @@
 # - as root without --user it refuses to start.
 # usage: tests/integration/test_sandbox.sh BUILD_DIR   (as root)
 set -uo pipefail
-build=$(cd "${1:?usage: test_sandbox.sh BUILD_DIR}" && pwd)
-passed=0 failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+. "$(dirname "$0")/lib/common.sh"
+need_build "${1:?usage: test_sandbox.sh BUILD_DIR}"
+need_root "the symbolizer drops from root to nobody"
+need_nobody
+need_tools gdb setpriv
+need_bins "$symbolizer"
+[ "$prereq_ok" -eq 1 ] || finish
 
-symbolizer=$build/opal-symbolizer
-collector=$build/opal-collector
-report=$build/opal-report
-[ "$(id -u)" -eq 0 ] || { fail prerequisite "run as root (the symbolizer drops from root to nobody)"; finish; }
-id nobody >/dev/null 2>&1 || { fail prerequisite "user nobody is missing"; finish; }
-command -v gdb >/dev/null || { fail prerequisite "gdb is missing (scripts/install-deps.sh installs it)"; finish; }
-command -v setpriv >/dev/null || { fail prerequisite "setpriv (util-linux) is missing"; finish; }
-[ -x "$symbolizer" ] || { fail prerequisite "$symbolizer is missing: run 'make all'"; finish; }
-
-tmp=$(mktemp -d /tmp/opal-sandbox.XXXXXX)
-chmod 0755 "$tmp"
-pids=()
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	if [ "$failed" -eq 0 ]; then rm -rf "$tmp"; else echo "test_sandbox: kept $tmp"; fi
-}
-trap cleanup EXIT
-
-# Waits up to $2 s for pid $1 to exit; sets wait_rc (124 on timeout).
-wait_for_exit() {
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$1" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$1" 2>/dev/null; then wait_rc=124; return; fi
-	wait "$1"
-	wait_rc=$?
-}
-
-# The socket is bound before the sandbox is applied: a daemon is ready
-# (sandboxed, signal handlers in place) once it logs "listening on".
-wait_for_socket() {   # PATH PID LOG
-	local i
-	for ((i = 0; i < 300; i++)); do
-		[ -S "$1" ] && grep -q 'listening on' "$3" && return 0
-		kill -0 "$2" 2>/dev/null || return 1
-		sleep 0.1
-	done
-	return 1
-}
+make_tmp opal-sandbox
 
 # status_field PID NAME: the value of NAME in /proc/PID/status.
 status_field() {
@@ -90,8 +51,9 @@ mkdir -p "$tmp/run"
 "$symbolizer" --socket "$sock" --state-dir "$tmp/state" --out-dir "$tmp/out" --whole-run \
 	--user nobody >"$tmp/sym.log" 2>&1 &
 sym=$!
-pids+=("$sym")
-if ! wait_for_socket "$sock" "$sym" "$tmp/sym.log"; then
+# Ready once it logs "listening on": the socket is bound before the sandbox
+# is applied.
+if ! wait_symbolizer "$sym" "$tmp/sym.log" || [ ! -S "$sock" ]; then
 	fail "symbolizer starts as root with --user nobody" "no socket; log: $(tail -n 5 "$tmp/sym.log")"
 	finish
 fi
@@ -118,10 +80,10 @@ grep -q 'sandbox: seccomp allow-list; Landlock ABI [12]' "$tmp/sym.log" &&
 	fail "Landlock applied" "$(grep sandbox "$tmp/sym.log")"
 
 # Real traffic under the sandbox.
-if [ -x "$collector" ]; then
-	"$collector" --socket "$sock" --frequency 99 --interval 1 >"$tmp/collector.log" 2>&1 &
-	coll=$!
-	pids+=("$coll")
+if [ ! -x "$collector" ]; then
+	fail "collector traffic" "$collector is missing: run 'make all'"
+elif start_collector "$tmp/collector.log" --socket "$sock" --frequency 99 --interval 1; then
+	coll=$coll_pid
 	# Work for the profile: a busy shell loop for a few seconds.
 	timeout 4 bash -c 'while :; do :; done' &
 	wait $!
@@ -141,8 +103,6 @@ if [ -x "$collector" ]; then
 	else
 		pass "no seccomp denial while symbolizing"
 	fi
-else
-	fail "collector traffic" "$collector is missing: run 'make all'"
 fi
 
 # File access, asked of the daemon itself.
@@ -206,8 +166,7 @@ setpriv --reuid nobody --regid "$nobody_gid" --clear-groups \
 	"$symbolizer" --socket "$usock" --state-dir "$tmp/user/state" --out-dir "$tmp/user/out" \
 	>"$tmp/user.log" 2>&1 &
 usym=$!
-pids+=("$usym")
-if wait_for_socket "$usock" "$usym" "$tmp/user.log"; then
+if wait_symbolizer "$usym" "$tmp/user.log" && [ -S "$usock" ]; then
 	[ "$(status_field "$usym" Seccomp)" = 2 ] && [ "$(status_field "$usym" NoNewPrivs)" = 1 ] &&
 		[ "$(status_field "$usym" CapEff)" = 0000000000000000 ] &&
 		grep -q 'sandbox: seccomp allow-list; Landlock ABI' "$tmp/user.log" &&
@@ -225,7 +184,6 @@ fi
 "$symbolizer" --socket "$tmp/root.sock" --state-dir "$tmp/rstate" --out-dir "$tmp/rout" \
 	>"$tmp/root.log" 2>&1 &
 rsym=$!
-pids+=("$rsym")
 wait_for_exit "$rsym" 10
 [ "$wait_rc" -eq 2 ] && grep -q 'refusing to run as root' "$tmp/root.log" && [ ! -e "$tmp/root.sock" ] &&
 	pass "as root without --user it refuses to start" ||
