@@ -20,21 +20,8 @@
 # OPAL_IT_KEEP=1 keeps the temp folder (it is always kept on failure).
 set -uo pipefail
 
-build_arg=${1:?usage: test_debuginfo.sh BUILD_DIR}
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-finish() {
-	echo "$passed passed, $failed failed"
-	if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ] && [ -n "${tmp:-}" ]; then
-		rm -rf "$tmp"
-	elif [ -n "${tmp:-}" ]; then
-		echo "test_debuginfo: kept $tmp"
-	fi
-	[ "$failed" -eq 0 ]
-	exit $?
-}
+. "$(dirname "$0")/lib/common.sh"
+
 # check NAME COMMAND...: PASS when the command succeeds, else FAIL with its output.
 check() {
 	local name=$1 out
@@ -47,43 +34,24 @@ check() {
 }
 
 # ---- prerequisites ---------------------------------------------------------
-prereq_ok=1
-need() { fail "prerequisite $1" "$2"; prereq_ok=0; }
-build=$(cd "$build_arg" 2>/dev/null && pwd) || { need build-dir "no folder $build_arg"; finish; }
+need_build "${1:?usage: test_debuginfo.sh BUILD_DIR}"
 fx=$build/fixtures/debuginfo
-sym=$build/opal-symbolizer
 dbg=$build/opal-debuginfo
-collector=$build/opal-collector
-report=$build/opal-report
-[ "$(id -u)" -eq 0 ] || need root "run as root (the collector loads BPF programs)"
-id nobody >/dev/null 2>&1 || need user "user 'nobody' is missing"
-for b in "$sym" "$dbg" "$collector" "$report"; do
-	[ -x "$b" ] || need binaries "$b is missing: run 'make all'"
-done
+need_daemons
+need_bins "$dbg" "$report"
+# (not need_fixtures: the debug and data files among them are not executables)
 for f in di_full di_stripped di_full.debug di_dwarf4 di_zlib.debug di_zstd.debug di_link \
 	di_link.debug di_dwz_a.debug di_dwz.multi di_mini di_mini.nm not_elf; do
 	[ -e "$fx/$f" ] || need fixtures "$fx/$f is missing: run 'make fixtures'"
 done
-for t in debuginfod debuginfod-find eu-stack gdb curl openssl python3 eu-readelf; do
-	command -v "$t" >/dev/null || need "$t" "$t is not installed (scripts/install-deps.sh)"
-done
+need_tools debuginfod debuginfod-find eu-stack gdb curl openssl python3 eu-readelf
 libc=/lib/x86_64-linux-gnu/libc.so.6
 [ "$prereq_ok" -eq 1 ] || finish
 libc_id=$("$dbg" buildid "$libc" | sed -n 's/.* gnu=\([0-9a-f]*\) .*/\1/p')
 libc_debug=/usr/lib/debug/.build-id/${libc_id:0:2}/${libc_id:2}.debug
 [ -r "$libc_debug" ] || { need libc6-dbg "$libc_debug missing: install libc6-dbg"; finish; }
 
-tmp=$(mktemp -d /tmp/opal-debuginfo-it.XXXXXX)
-chmod 0755 "$tmp"
-echo "test_debuginfo: working in $tmp"
-cleanup() {   # this script's own background jobs only, never anything by name
-	local p
-	for p in $(jobs -p); do
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null
-	done
-}
-trap cleanup EXIT
+make_tmp opal-debuginfo-it
 
 # Ports from this script's PID, so parallel runs do not collide.
 base=$((20000 + ($$ % 20000)))
@@ -128,19 +96,15 @@ echo "host-token-$$" >"$tmp/host.token"
 chmod 0600 "$tmp"/*.token "$tmp/key.pem"   # root-only: read before the privilege drop
 ctok=$(cat "$tmp/central.token")
 htok=$(cat "$tmp/host.token")
-for n in central host; do
-	mkdir -p "$tmp/$n/state" "$tmp/$n/out" "$tmp/$n/run"
-	chown nobody "$tmp/$n/state" "$tmp/$n/out" "$tmp/$n/run"
-done
-"$sym" --socket "$tmp/central/run/s.sock" --state-dir "$tmp/central/state" \
-	--out-dir "$tmp/central/out" --user nobody --http-listen "127.0.0.1:$central_port" \
+make_dirs "$tmp/central"
+make_dirs "$tmp/host"
+start_symbolizer "$tmp/central" "$tmp/central.log" --http-listen "127.0.0.1:$central_port" \
 	--token-file "$tmp/central.token" --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" \
-	--max-upload-bytes 256k --upload-expiry 3 >"$tmp/central.log" 2>&1 &
-DEBUGINFOD_URLS=http://127.0.0.1:$dfd_port "$sym" --socket "$tmp/host/run/s.sock" \
-	--state-dir "$tmp/host/state" --out-dir "$tmp/host/out" --user nobody \
-	--http-listen "127.0.0.1:$host_port" --token-file "$tmp/host.token" \
-	--upstream "$central" --upstream-token-file "$tmp/central.token" \
-	--upstream-cacert "$tmp/cert.pem" --upload-debuginfo >"$tmp/host.log" 2>&1 &
+	--max-upload-bytes 256k --upload-expiry 3 || finish
+sym_env=(DEBUGINFOD_URLS="http://127.0.0.1:$dfd_port")
+start_symbolizer "$tmp/host" "$tmp/host.log" --http-listen "127.0.0.1:$host_port" \
+	--token-file "$tmp/host.token" --upstream "$central" --upstream-token-file "$tmp/central.token" \
+	--upstream-cacert "$tmp/cert.pem" --upload-debuginfo || finish
 up=0
 for _ in $(seq 100); do
 	if curl -sf --cacert "$tmp/cert.pem" "$central/healthz" >/dev/null &&
@@ -246,7 +210,6 @@ echo "$out" | grep -q "not needed" && pass "re-upload: not needed" || fail "re-u
 	fail "upload di_link.debug to central" "$(cat "$tmp/link-upload.log")"
 
 # ---- sources on the host: debuginfod, libc6-dbg, variants ---------------------------
-H() { curl -s -H "Authorization: Bearer $htok" "$@"; }
 f=$(symbolize "$host" "$htok" "$dwarf4_id" "$(addr_of "$fx/di_dwarf4" di_mark_leaf)" | functions)
 [[ $f == "di_leaf;di_mid;di_outer|"[1-9]* ]] && pass "DWARF 4 via the real debuginfod ($f)" ||
 	fail "DWARF 4 via debuginfod" "$f"
@@ -310,11 +273,8 @@ kill "$spin_pid" 2>/dev/null
 mkdir -p "$tmp/app"
 chmod 0755 "$tmp/app"
 cp "$fx/di_link" "$fx/di_dwarf4" "$tmp/app/"    # no debug file next to di_link here
-"$collector" --socket "$tmp/host/run/s.sock" --frequency 199 --interval 2 >"$tmp/collector.log" 2>&1 &
-coll_pid=$!
-sleep 2
-if kill -0 "$coll_pid" 2>/dev/null; then pass "collector starts"; else
-	fail "collector starts" "$(tail -n 3 "$tmp/collector.log")"; fi
+start_collector "$tmp/collector.log" --socket "$tmp/host/run/opal.sock" --frequency 199 \
+	--interval 2 && pass "collector starts"
 "$tmp/app/di_link" 12 &
 link_pid=$!
 "$tmp/app/di_dwarf4" 12 &
@@ -322,7 +282,7 @@ d4_pid=$!
 wait "$link_pid" "$d4_pid"
 sleep 4
 kill -TERM "$coll_pid" 2>/dev/null
-wait "$coll_pid" 2>/dev/null
+wait_for_exit "$coll_pid" 30
 sleep 3
 last=$(ls -t "$tmp/host/out/intervals/"*.pb.gz 2>/dev/null)
 found=0
@@ -344,7 +304,6 @@ echo "$m" | grep -q '^opal_collector_samples_total{host=' && pass "collector cou
 echo "$m" | grep -Eq '^opal_upstream_events_total\{event="batch_ok"\} [1-9]' &&
 	pass "host sent batches upstream" || fail "host sent batches upstream" "$(echo "$m" | grep upstream)"
 
-trap - EXIT
 cleanup
 for n in central host; do
 	if grep -q "seccomp: denied" "$tmp/$n.log"; then

@@ -13,106 +13,35 @@
 # OPAL_IT_KEEP=1 keeps the temp folder (it is always kept on failure).
 set -uo pipefail
 
-build_arg=${1:?usage: test_unwind.sh BUILD_DIR}
-passed=0
-failed=0
-
-pass() {
-	echo "PASS $1"
-	passed=$((passed + 1))
-}
-
-fail() {
-	echo "FAIL $1: $2"
-	failed=$((failed + 1))
-}
-
-finish() {
-	echo "$passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
-	exit $?
-}
+. "$(dirname "$0")/lib/common.sh"
 
 # ---- prerequisites ---------------------------------------------------------------
-prereq_ok=1
-need() {
-	fail "prerequisite $1" "$2"
-	prereq_ok=0
-}
-
-build=$(cd "$build_arg" 2>/dev/null && pwd) || { need build-dir "no folder $build_arg"; finish; }
+need_build "${1:?usage: test_unwind.sh BUILD_DIR}"
 fx=$build/fixtures/nofp
 fxfp=$build/fixtures/unwind_fp
-collector=$build/opal-collector
-symbolizer=$build/opal-symbolizer
-report=$build/opal-report
 python=/usr/bin/python3.11   # Debian's: a python3 earlier on PATH may not be
-
-[ "$(id -u)" -eq 0 ] || need root "run as root: the collector loads BPF programs and opens perf events"
-[ -r /sys/kernel/btf/vmlinux ] || need bpf "/sys/kernel/btf/vmlinux is missing: no BTF"
-id nobody >/dev/null 2>&1 || need user "user 'nobody' does not exist (the symbolizer drops to it)"
-for b in "$collector" "$symbolizer" "$report"; do
-	[ -x "$b" ] || need binaries "$b is missing: run 'make all'"
-done
-for f in nofp nofp2 libnofp.so libnofp_a.so libnofp_b.so; do
-	[ -e "$fx/$f" ] || need fixtures "$fx/$f is missing: run 'make fixtures'"
-done
-for f in fpwalk libfpwalk.so; do
-	[ -e "$fxfp/$f" ] || need fixtures "$fxfp/$f is missing: run 'make fixtures'"
-done
-for t in "$python" /usr/bin/gzip /usr/bin/xz unshare chroot ldd objdump readelf curl; do
-	command -v "$t" >/dev/null 2>&1 || need tools "$t is missing"
-done
+need_daemons
+need_bins "$report"
+need_fixtures "$fx/nofp" "$fx/nofp2" "$fx/libnofp.so" "$fx/libnofp_a.so" "$fx/libnofp_b.so" \
+	"$fxfp/fpwalk" "$fxfp/libfpwalk.so"
+need_tools "$python" /usr/bin/gzip /usr/bin/xz unshare chroot ldd objdump readelf curl
 [ -r /proc/kallsyms ] || need kallsyms "/proc/kallsyms is not readable"
 [ "$prereq_ok" -eq 1 ] || finish
 
 # ---- setup -------------------------------------------------------------------------
-tmp=$(mktemp -d /tmp/opal-unwind.XXXXXX)
-chmod 0755 "$tmp"
-state=$tmp/state out=$tmp/out rundir=$tmp/run logs=$tmp/logs
-mkdir -p "$state" "$out" "$rundir" "$logs"
-chown nobody "$state" "$out" "$rundir"
-sock=$rundir/opal.sock
-echo "test_unwind: working in $tmp"
-
-cleanup() {
-	local p
-	for p in $(jobs -p); do
-		kill -KILL "$p" 2>/dev/null || true
-	done
-}
-trap cleanup EXIT
-
-wait_for_exit() {   # PID SECONDS; sets wait_rc (124 on timeout)
-	local pid=$1 limit=$2 i
-	for ((i = 0; i < limit * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		wait_rc=124
-		return
-	fi
-	wait "$pid"
-	wait_rc=$?
-}
-
-show_log() {
-	echo "---- $1 (last 30 lines)"
-	tail -n 30 "$2" 2>/dev/null | sed 's/^/    /'
-}
+make_tmp opal-unwind
+make_dirs "$tmp"
+logs=$tmp/logs
+mkdir -p "$logs"
+sock=$tmp/run/opal.sock
 
 # The pid a fixture printed on its "ready PID IMAGE" line in file $1.
 ready_pid() {
-	local i
-	for ((i = 0; i < 100; i++)); do
-		if grep -q '^ready ' "$1" 2>/dev/null; then
-			awk '/^ready / { print $2; exit }' "$1"
-			return
-		fi
-		sleep 0.05
-	done
-	echo 0
+	if wait_log "$1" '^ready ' 5; then
+		awk '/^ready / { print $2; exit }' "$1"
+	else
+		echo 0
+	fi
 }
 
 run_bg() {   # NAME CMD... : runs CMD in the background, output in $logs/NAME
@@ -147,26 +76,8 @@ ldd "$fx/nofp" | awk '$(NF-1) ~ /^\// { print $(NF-1) } $1 ~ /^\// { print $1 }'
 	done
 
 # ---- symbolizer, processes started before the collector, collector -----------------
-"$symbolizer" --socket "$sock" --state-dir "$state" --out-dir "$out" --user nobody --whole-run \
-	--http-listen 127.0.0.1:0 >"$tmp/symbolizer.log" 2>&1 &
-sym_pid=$!
-for _ in $(seq 100); do
-	[ -S "$sock" ] && break
-	kill -0 "$sym_pid" 2>/dev/null || break
-	sleep 0.1
-done
-if [ ! -S "$sock" ]; then
-	fail "symbolizer starts" "no socket $sock after 10 s"
-	show_log symbolizer "$tmp/symbolizer.log"
-	finish
-fi
-# The socket exists before the HTTP API starts (after the sandbox): wait
-# for the API's log line.
-for _ in $(seq 100); do
-	grep -q 'listening on .*; state ' "$tmp/symbolizer.log" && break
-	sleep 0.1
-done
-port=$(sed -n 's/.*http: listening on 127.0.0.1:0 (port \([0-9]*\).*/\1/p' "$tmp/symbolizer.log")
+start_symbolizer "$tmp" "$tmp/symbolizer.log" --whole-run --http-listen 127.0.0.1:0 || finish
+port=$(http_port "$tmp/symbolizer.log")
 
 run_bg before "$fx/nofp" spin 9 1
 run_bg deleted "$tmp/del/nofp" spin 9 1
@@ -188,15 +99,8 @@ else
 	fail "processes run from a deleted and a replaced binary" "no (deleted) mappings"
 fi
 
-"$collector" --socket "$sock" --frequency 99 --interval 2 ${OPAL_IT_VERBOSE:+--verbose} >"$tmp/collector.log" 2>&1 &
-coll_pid=$!
-sleep 2
-if ! kill -0 "$coll_pid" 2>/dev/null; then
-	wait "$coll_pid"
-	fail "collector starts (BPF program passes the verifier)" "exited with status $?"
-	show_log collector "$tmp/collector.log"
-	finish
-fi
+start_collector "$tmp/collector.log" --socket "$sock" --frequency 99 --interval 2 \
+	${OPAL_IT_VERBOSE:+--verbose} || finish
 pass "collector starts (BPF program passes the verifier)"
 
 # ---- workloads: two at a time (two CPUs) ------------------------------------------------
@@ -248,34 +152,22 @@ for name in before deleted replaced_old; do
 done
 sleep 0.5
 
-kill -TERM "$coll_pid" 2>/dev/null
-wait_for_exit "$coll_pid" 30
-if [ "$wait_rc" -eq 0 ]; then
-	pass "collector stops cleanly"
-else
-	fail "collector stops cleanly" "exit status $wait_rc"
-	show_log collector "$tmp/collector.log"
-fi
+stop_daemon "collector stops cleanly" "$coll_pid" 30 "$tmp/collector.log"
 # The collector's counters as of its final interval: /metrics once the
 # symbolizer has taken that interval in.
-for _ in $(seq 100); do
-	grep -q 'interval [0-9]* (final): ' "$tmp/symbolizer.log" && break
-	sleep 0.1
-done
+wait_log "$tmp/symbolizer.log" 'interval [0-9]* \(final\): ' 10
 curl -s --max-time 10 "http://127.0.0.1:${port:-0}/metrics" >"$tmp/metrics.txt" 2>&1 ||
 	fail "GET /metrics" "port '$port': $(head -c 200 "$tmp/metrics.txt")"
 kill -TERM "$sym_pid" 2>/dev/null
 wait_for_exit "$sym_pid" 60
 [ "$wait_rc" -eq 0 ] || fail "symbolizer stops cleanly" "exit status $wait_rc"
-trap - EXIT
 cleanup
 
-profile=$out/profile.pb.gz
+profile=$tmp/out/profile.pb.gz
 stacks=$tmp/stacks.txt
 if ! "$report" stacks "$profile" >"$stacks" 2>"$tmp/stacks.err"; then
 	fail "opal-report stacks" "$(head -n 3 "$tmp/stacks.err" | tr '\n' ' ')"
 	show_log symbolizer "$tmp/symbolizer.log"
-	echo "test_unwind: kept $tmp"
 	finish
 fi
 
@@ -521,9 +413,4 @@ else
 		"counter '${fp_counted}' in /metrics, want >= $fp_want (and > 0)"
 fi
 
-if [ "$failed" -eq 0 ] && [ "${OPAL_IT_KEEP:-0}" != 1 ]; then
-	rm -rf "$tmp"
-else
-	echo "test_unwind: kept $tmp"
-fi
 finish
