@@ -6,8 +6,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 static void put_le32(uint8_t *p, uint32_t v)
@@ -111,14 +113,44 @@ static void take_fds(struct opal_wire_reader *r, struct msghdr *mh)
 	}
 }
 
-/* Reads exactly len bytes, collecting descriptors. Returns len, 0 at EOF
- * before any byte, -ECONNRESET at EOF after some, or -errno. */
-static ssize_t recv_all(struct opal_wire_reader *r, uint8_t *buf, size_t len)
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits until `sock` is readable or r->deadline_ns passes. Returns 0 or
+ * -ETIMEDOUT. */
+static int wait_readable(const struct opal_wire_reader *r)
+{
+	for (;;) {
+		uint64_t now = mono_ns();
+		if (now >= r->deadline_ns)
+			return -ETIMEDOUT;
+		struct pollfd p = { .fd = r->sock, .events = POLLIN };
+		int ms = (int)((r->deadline_ns - now + 999999) / 1000000);
+		int n = poll(&p, 1, ms);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return 0;   /* let recvmsg report it */
+	}
+}
+
+/* Reads exactly len bytes, collecting descriptors. `in_frame`: bytes of
+ * this frame were read already. Returns len, 0 at EOF before any byte,
+ * -ECONNRESET at EOF after some, -ETIMEDOUT when the frame stalls or
+ * passes r->deadline_ns (with frame_timeout_ms set), or -errno. */
+static ssize_t recv_all(struct opal_wire_reader *r, uint8_t *buf, size_t len, bool in_frame)
 {
 	size_t got = 0;
 	char cbuf[CMSG_SPACE(sizeof(int) * OPAL_WIRE_MAX_FDS)];
 
 	while (got < len) {
+		if (r->frame_timeout_ms && wait_readable(r) < 0)
+			return -ETIMEDOUT;
 		struct iovec iov = { buf + got, len - got };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 				     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
@@ -126,8 +158,8 @@ static ssize_t recv_all(struct opal_wire_reader *r, uint8_t *buf, size_t len)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EWOULDBLOCK && got > 0)
-				return -ECONNRESET;   /* a stalled peer mid-frame */
+			if (errno == EWOULDBLOCK && (got > 0 || in_frame))
+				return -ETIMEDOUT;   /* a stalled peer mid-frame */
 			return -errno;
 		}
 		take_fds(r, &mh);
@@ -155,7 +187,9 @@ int opal_wire_recv(struct opal_wire_reader *r, Opal__Wire__V1__Envelope **env, i
 
 	*env = NULL;
 	*fd = -1;
-	n = recv_all(r, hdr, sizeof(hdr));
+	if (r->frame_timeout_ms)
+		r->deadline_ns = mono_ns() + r->frame_timeout_ms * 1000000ull;
+	n = recv_all(r, hdr, sizeof(hdr), false);
 	if (n <= 0)
 		return (int)n;
 	if (get_le32(hdr) != OPAL_WIRE_MAGIC)
@@ -166,7 +200,7 @@ int opal_wire_recv(struct opal_wire_reader *r, Opal__Wire__V1__Envelope **env, i
 	uint8_t *buf = malloc(len ? len : 1);
 	if (!buf)
 		return -ENOMEM;
-	n = recv_all(r, buf, len);
+	n = recv_all(r, buf, len, true);
 	if (n < 0 || (n == 0 && len > 0)) {
 		free(buf);
 		return n < 0 ? (int)n : -ECONNRESET;

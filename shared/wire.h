@@ -26,11 +26,17 @@ struct opal_wire_reader {
 	size_t nfds;
 	uint64_t frames_bad;          /* payloads that failed to unpack */
 	uint64_t fds_dropped;         /* descriptors beyond OPAL_WIRE_MAX_FDS, closed */
+	unsigned frame_timeout_ms;    /* 0: none; else the time one whole frame may take,
+				       * from the call of opal_wire_recv */
+	uint64_t deadline_ns;         /* CLOCK_MONOTONIC end of the frame being read */
 };
 
 void opal_wire_reader_init(struct opal_wire_reader *r, int sock);
 
-/* Reads one frame (blocking; honours the socket's SO_RCVTIMEO). On success
+/* Reads one frame (blocking; honours the socket's SO_RCVTIMEO, and with
+ * r->frame_timeout_ms set gives the whole frame that long from this call,
+ * so that a peer sending a byte at a time cannot hold a reader that serves
+ * other peers too: call it when the socket is readable). On success
  * returns 1 and sets *env (free with opal__wire__v1__envelope__free_unpacked
  * (env, NULL)) and *fd: the descriptor that came with this frame, or -1
  * (ownership passes to the caller). Returns 0 at a clean EOF between frames,
@@ -38,7 +44,9 @@ void opal_wire_reader_init(struct opal_wire_reader *r, int sock);
  * not OPAL_WIRE_VERSION (the frame is consumed, its descriptor closed, the
  * stream stays usable), -EPROTO for a bad magic or a length over
  * OPAL_WIRE_MAX_FRAME (the stream is unusable: close it), -ECONNRESET on EOF
- * inside a frame, -EAGAIN on timeout, or -errno. */
+ * inside a frame, -EAGAIN on timeout before a frame, -ETIMEDOUT when a
+ * frame stalled or took longer than frame_timeout_ms (unusable: close), or
+ * -errno. */
 int opal_wire_recv(struct opal_wire_reader *r, Opal__Wire__V1__Envelope **env, int *fd);
 
 /* Closes descriptors still queued. */

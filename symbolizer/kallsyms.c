@@ -1,5 +1,6 @@
 /* /proc/kallsyms parsing and lookup (kallsyms.h). */
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,8 +281,15 @@ static void builder_free(struct builder *b)
 int opal_kallsyms_load(int fd, struct opal_kallsyms **out)
 {
 	struct builder b = { 0 };
+	struct stat st;
 	*out = NULL;
-	if (lseek(fd, 0, SEEK_SET) < 0 && errno != ESPIPE)
+	/* a pipe or socket could block the reader forever: only files (procfs
+	 * and memfd ones included) */
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	if (lseek(fd, 0, SEEK_SET) < 0)
 		return -errno;
 	b.modules_cap = 64;
 	b.modules = calloc(b.modules_cap, sizeof(*b.modules));

@@ -24,7 +24,8 @@ struct opal_kallsyms;
  * names; every symbol (and the _etext-style section markers, which are
  * never used as names) bounds the one before it. Returns 0 and *out,
  * -EPERM when every address reads as zero (kptr_restrict, no
- * CAP_SYSLOG), -ENODATA when no symbol was found, -EFBIG/-E2BIG over the
+ * CAP_SYSLOG), -ENODATA when no symbol was found, -EINVAL when `fd` is
+ * not a regular file (a pipe could block forever), -EFBIG/-E2BIG over the
  * bounds above, -ENOMEM, or -errno from read. */
 int opal_kallsyms_load(int fd, struct opal_kallsyms **out);
 

@@ -214,7 +214,27 @@ static int listen_unix(const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	unlink(path);
+	/* Only a stale socket is replaced: never another kind of file (this
+	 * runs as root, and --socket may be mistyped), nor a socket another
+	 * symbolizer still listens on. */
+	struct stat st;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			opal_err("%s exists and is not a socket: not replacing it", path);
+			close(fd);
+			return -EEXIST;
+		}
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			opal_err("%s: another process listens on it (a running symbolizer?)", path);
+			close(fd);
+			return -EADDRINUSE;
+		}
+		close(fd);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		unlink(path);
+	}
 	mode_t old = umask(0077);
 	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);

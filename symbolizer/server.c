@@ -16,6 +16,7 @@
 #include "wire.h"
 
 #define RECV_TIMEOUT_S 5
+#define FRAME_TIMEOUT_MS 5000   /* one frame, whole: a stalled peer holds the others no longer */
 #define DRAIN_MS 3000
 
 struct conn {
@@ -27,6 +28,7 @@ struct conn {
 	char host_name[256];
 	char kernel_build_id[2 * OPAL_BUILD_ID_MAX + 1];
 	uint64_t intervals, duplicates;
+	bool unwritten;   /* an interval could not be written: reconnect to get it again */
 };
 
 struct server {
@@ -79,6 +81,7 @@ static void accept_one(struct server *sv)
 		struct timeval tv = { .tv_sec = RECV_TIMEOUT_S };
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		opal_wire_reader_init(&c->rd, fd);
+		c->rd.frame_timeout_ms = FRAME_TIMEOUT_MS;
 		opal_info("collector connected (pid %d)", (int)cred.pid);
 		return;
 	}
@@ -217,6 +220,7 @@ static void on_interval(struct server *sv, struct conn *c, const Opal__Wire__V1_
 	if (!p || opal_ingest_interval(cfg->sym, &src, iv, p, &st) < 0) {
 		opal_err("interval %" PRIu64 ": out of memory; not acknowledged", iv->seq);
 		opal_profile_free(p);
+		c->unwritten = true;
 		return;
 	}
 	bool want_otlp = cfg->want_otlp && cfg->want_otlp(cfg->hook_arg);
@@ -224,7 +228,12 @@ static void on_interval(struct server *sv, struct conn *c, const Opal__Wire__V1_
 	if (opal_output_write_interval(cfg->out, p, iv->start_unix_ns, iv->seq, want_otlp,
 				       &enc) < 0) {
 		opal_profile_free(p);
-		return;   /* not acknowledged: the collector keeps it and re-sends */
+		/* Not acknowledged. The collector re-sends what is unacknowledged
+		 * when it reconnects, so the connection is closed once this frame
+		 * is done: it comes back after its backoff, and written intervals
+		 * are not written twice (ledger). */
+		c->unwritten = true;
+		return;
 	}
 	if (cfg->whole_run) {
 		struct opal_ingest_stats ignored = { 0 };
@@ -268,7 +277,10 @@ static bool serve_one(struct server *sv, struct conn *c)
 		return true;
 	}
 	if (r <= 0) {
-		if (r < 0)
+		if (r == -ETIMEDOUT)
+			opal_warn("collector pid %u: a frame stalled or took over %d ms; closing the "
+				  "connection", c->collector_pid, FRAME_TIMEOUT_MS);
+		else if (r < 0)
 			opal_warn("collector connection: %s", strerror(-r));
 		opal_info("collector pid %u disconnected after %" PRIu64 " intervals",
 			  c->collector_pid, c->intervals);
@@ -293,6 +305,11 @@ static bool serve_one(struct server *sv, struct conn *c)
 	if (fd >= 0)
 		close(fd);
 	opal__wire__v1__envelope__free_unpacked(env, NULL);
+	if (c->unwritten) {
+		opal_warn("collector pid %u: closing the connection so that it re-sends the "
+			  "interval that could not be written", c->collector_pid);
+		return false;
+	}
 	return true;
 }
 

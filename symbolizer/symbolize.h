@@ -111,7 +111,8 @@ int opal_symbolize_native(struct opal_symbolizer *s, const opal_file_id *id, uin
 
 /* Loads kernel symbols from a /proc/kallsyms descriptor (taken over and
  * closed) opened by a CAP_SYSLOG holder; replaces earlier ones. Returns the
- * symbol count or -errno (-EPERM when every address reads as zero). */
+ * symbol count or -errno (-EPERM when every address reads as zero,
+ * -EINVAL when it is not a regular file). */
 int opal_symbolizer_set_kallsyms(struct opal_symbolizer *s, int fd);
 
 /* Kernel address -> function (+ module). n == 0 when unknown or before

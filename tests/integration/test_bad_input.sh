@@ -2,6 +2,10 @@
 # Bad input on the collector socket: malformed frames are logged and
 # dropped, the symbolizer keeps serving; a file that is not ELF leaves its
 # frames as file+0xADDR. Nothing crashes, nothing already written is lost.
+# Also: --socket never replaces a file that is not a socket nor a live
+# socket; a peer that stalls mid-frame does not hold the others; an
+# interval that cannot be written (full disk) is not acknowledged and
+# arrives again once there is room.
 # usage: tests/integration/test_bad_input.sh BUILD_DIR   (as root)
 set -uo pipefail
 . "$(dirname "$0")/lib/common.sh"
@@ -75,13 +79,104 @@ n=$(ls "$tmp/out/intervals/"*.pb.gz 2>/dev/null | wc -l)
 grep -q "malformed message" "$tmp/sym.log" && pass "malformed frames logged" ||
 	fail "malformed logged" "$(cat "$tmp/sym.log")"
 
+# --socket: neither a file that is not a socket nor a socket in use is replaced
+echo precious >"$tmp/notsock"
+"$symbolizer" --socket "$tmp/notsock" --state-dir "$tmp/b-state" --out-dir "$tmp/b-out" \
+	--user nobody --http-listen none >"$tmp/b1.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ "$(cat "$tmp/notsock")" = precious ] &&
+	grep -q "is not a socket: not replacing it" "$tmp/b1.log" &&
+	pass "--socket on a regular file: refused, the file kept" ||
+	fail "--socket on a regular file" "rc=$rc, file: $(cat "$tmp/notsock" 2>&1); $(tail -2 "$tmp/b1.log")"
+ino=$(stat -c %i "$sock")
+"$symbolizer" --socket "$sock" --state-dir "$tmp/b-state" --out-dir "$tmp/b-out" \
+	--user nobody --http-listen none >"$tmp/b2.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ "$(stat -c %i "$sock")" = "$ino" ] && grep -q "another process listens" "$tmp/b2.log" &&
+	pass "a second symbolizer on a live socket refuses; the first keeps it" ||
+	fail "second symbolizer on a live socket" "rc=$rc; $(tail -2 "$tmp/b2.log")"
+
+# A peer stalled mid-frame is dropped after the frame deadline (5 s); a
+# collector connected meanwhile is served then.
+PYTHONPATH=$lib_dir python3 - "$sock" > "$tmp/stall.log" 2>&1 <<'PY'
+import socket, sys, time
+from wire_client import *
+sock_path = sys.argv[1]
+fid = bytes(range(16))
+a = connect(sock_path)
+a.sendall(frame(hello()))
+a.sendall(b"OPAL" + (100).to_bytes(4, "little") + b"\x0a")   # 1 of 100 bytes
+time.sleep(0.5)
+b = connect(sock_path)
+b.sendall(frame(hello()))
+m = mapping(0x400000, 0x500000, 0, fid, "/opal-test/notelf")
+b.sendall(frame(interval(78, 1, 4243, "stall", [m], [stack([frame_msg(1, 0x1234, 0)],
+          [1_700_000_001_000_000_000], [0])])))
+t = time.time()
+b.settimeout(20)
+print("ack", read_ack(b), "after %.1f s" % (time.time() - t))
+a.settimeout(5)
+try:
+    print("stalled peer closed" if a.recv(1) == b"" else "stalled peer got data")
+except OSError as e:
+    print("stalled peer:", e)
+PY
+grep -q "ack (78, 1)" "$tmp/stall.log" && grep -q "stalled peer closed" "$tmp/stall.log" &&
+	grep -q "a frame stalled or took over 5000 ms" "$tmp/sym.log" &&
+	pass "a peer stalled mid-frame is dropped; the other collector is served" ||
+	fail "stalled peer" "$(cat "$tmp/stall.log"; tail -3 "$tmp/sym.log")"
+
 kill -TERM $sym; wait $sym
+
+# Full disk: the interval is not acknowledged, the connection is closed (a
+# collector re-sends what is unacknowledged when it reconnects), and it is
+# written once there is room again.
+mkdir -p "$tmp/full"
+if mount -t tmpfs -o size=512k,mode=0755 tmpfs "$tmp/full"; then
+	mkdir "$tmp/full/out"
+	launch_symbolizer "$tmp/full.log" --socket "$tmp/full.sock" --state-dir "$tmp/full-state" \
+		--out-dir "$tmp/full/out" --user nobody --http-listen none || finish
+	full_sym=$sym_pid
+	dd if=/dev/zero of="$tmp/full/fill" bs=4k count=1000 2>/dev/null
+	PYTHONPATH=$lib_dir python3 - "$tmp/full.sock" "$tmp/full/fill" > "$tmp/full.client.log" 2>&1 <<'PY'
+import os, sys
+from wire_client import *
+sock_path, fill = sys.argv[1], sys.argv[2]
+fid = bytes(range(16))
+m = mapping(0x400000, 0x500000, 0, fid, "/opal-test/notelf")
+iv = frame(interval(79, 1, 4244, "full", [m], [stack([frame_msg(1, 0x1234, 0)],
+           [1_700_000_002_000_000_000], [0])]))
+s = connect(sock_path)
+s.sendall(frame(hello()))
+s.sendall(iv)
+try:
+    print("unexpected ack", read_ack(s))
+except (OSError, RuntimeError, EOFError) as e:
+    print("no ack, connection closed:", type(e).__name__)
+os.unlink(fill)
+s = connect(sock_path)
+s.sendall(frame(hello()))
+s.sendall(iv)
+print("ack after room", read_ack(s))
+PY
+	grep -q "no ack, connection closed" "$tmp/full.client.log" &&
+		grep -q "ack after room (79, 1)" "$tmp/full.client.log" &&
+		[ "$(ls "$tmp/full/out/intervals/" | grep -c '\.pb\.gz$')" -eq 1 ] &&
+		pass "full disk: no Ack, connection closed; re-sent interval written once" ||
+		fail "full disk" "$(cat "$tmp/full.client.log"; tail -4 "$tmp/full.log")"
+	kill -TERM "$full_sym"
+	wait "$full_sym"
+	umount "$tmp/full"
+else
+	fail "full disk" "cannot mount a tmpfs on $tmp/full"
+fi
+
 stacks=$("$report" stacks "$tmp/out/profile.pb.gz" 2>&1)
 echo "$stacks" | grep -q "notelf+0x1234" && pass "frame of a non-ELF file kept as notelf+0x1234" ||
 	fail "non-ELF frame" "$stacks"
 echo "$stacks" | grep -q "\[unknown: no mapping\]" && pass "bad mapping index kept as an error frame" ||
 	fail "bad mapping index" "$stacks"
 total=$(echo "$stacks" | sed -n 's/.*count=\([0-9]*\):.*/\1/p' | awk '{s+=$1} END {print s+0}')
-[ "$total" = 3 ] && pass "mismatched stack dropped, the rest kept (3 samples)" ||
-	fail "sample count" "expected 3 samples: $stacks"
+[ "$total" = 4 ] && pass "mismatched stack dropped, the rest kept (3 samples, 1 of the stall check)" ||
+	fail "sample count" "expected 4 samples: $stacks"
 finish

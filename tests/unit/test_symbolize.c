@@ -869,6 +869,11 @@ static void test_kallsyms(void **state)
 				 s, memfd_with("0000000000000000 T _stext\n0000000000000000 t a\n")),
 			 -EPERM);
 	assert_int_equal(opal_symbolizer_set_kallsyms(s, memfd_with("")), -ENODATA);
+	/* a pipe kept open by its writer would block the reader: refused */
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(opal_symbolizer_set_kallsyms(s, p[0]), -EINVAL);   /* p[0] closed */
+	close(p[1]);
 	expect_ksym(s, 0xffffffff81000100ull, false, "helper", "");
 
 	/* Replacement. */

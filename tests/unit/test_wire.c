@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wire.h"
@@ -713,6 +714,35 @@ static void test_timeout(void **state)
 	pair_close(&p);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A peer that sends a frame a byte at a time within each SO_RCVTIMEO
+ * cannot hold the reader past frame_timeout_ms for the whole frame. */
+static void test_frame_deadline(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p);
+	struct timeval tv = { .tv_sec = 2 };
+	assert_int_equal(setsockopt(p.r, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	p.rd.frame_timeout_ms = 300;
+	/* the header and one byte of a 100-byte payload, then nothing */
+	uint8_t hdr[9] = { 'O', 'P', 'A', 'L', 100, 0, 0, 0, 0x0a };
+	write_all(p.w, hdr, sizeof(hdr));
+	Envelope *env;
+	int fd;
+	double t = now_s();
+	assert_int_equal(recv_one(&p, &env, &fd), -ETIMEDOUT);
+	double took = now_s() - t;
+	assert_true(took >= 0.25 && took < 1.5);
+	pair_close(&p);
+}
+
 /* ~5 MB Interval; the socket buffer is far smaller, so a thread sends. */
 #define BIG_N_TS 600000u
 
@@ -878,6 +908,7 @@ int main(void)
 		cmocka_unit_test(test_eof_between_frames),
 		cmocka_unit_test(test_eof_inside_frame),
 		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_frame_deadline),
 		cmocka_unit_test(test_big_interval),
 		cmocka_unit_test(test_send_too_big),
 		cmocka_unit_test(test_send_dead_peer),
