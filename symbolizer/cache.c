@@ -1,6 +1,7 @@
 /* SQLite cache of files and symbolized frames (cache.h).
  *
- * Schema (PRAGMA user_version 1):
+ * Schema (PRAGMA user_version 2; 2 since sizeless symbols name the bytes
+ * after them, so frames cached by version 1 are dropped):
  *   files(file_id BLOB PRIMARY KEY, build_id BLOB, path TEXT,
  *         quality INTEGER, reason TEXT, updated_at INTEGER unix seconds)
  *   frames(file_id BLOB, addr INTEGER, frames BLOB, PRIMARY KEY(file_id, addr))
@@ -36,8 +37,10 @@
 
 #define OPAL_CACHE_MAX_FRAMES  (4ll << 20)
 #define OPAL_CACHE_MAX_FILES   (256ll << 10)
-#define SCHEMA_VERSION         1
+#define SCHEMA_VERSION         2
 #define BUSY_TIMEOUT_MS        5000
+#define OPAL_STR_(x) #x
+#define OPAL_STR(x) OPAL_STR_(x)
 
 enum stmt_id {
 	ST_PUT_FILE,
@@ -196,7 +199,8 @@ static int open_db(struct opal_cache *c, const char *path)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(c->db, schema_sql, NULL, NULL, &err);
 	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(c->db, "PRAGMA user_version = 1", NULL, NULL, &err);
+		rc = sqlite3_exec(c->db, "PRAGMA user_version = " OPAL_STR(SCHEMA_VERSION), NULL,
+				  NULL, &err);
 	sqlite3_free(err);
 	if (rc != SQLITE_OK)
 		return rc;

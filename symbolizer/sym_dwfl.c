@@ -632,7 +632,10 @@ static int symbol_frame(struct opal_dwfl_file *f, Dwarf_Addr addr, bool indexed,
 	int type = GELF_ST_TYPE(sym.st_info);
 	if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
 		return 0;
-	if (sym.st_size == 0 ? off != 0 : off >= sym.st_size)
+	/* a sizeless symbol (assembly such as ld.so's _start) names the bytes
+	 * after it that libdwfl gives it: up to the next symbol, in its
+	 * section */
+	if (sym.st_size != 0 && off >= sym.st_size)
 		return 0;
 	out->frames = calloc(1, sizeof(*out->frames));
 	if (!out->frames)

@@ -14,11 +14,20 @@ struct ent {
 	uint8_t bind;       /* binding_value below */
 };
 
+/* An allocated section of the main file, as libdwfl's relocation map
+ * holds it (module addresses). */
+struct secref {
+	GElf_Addr start, end;
+	size_t ndx;
+};
+
 struct opal_symtab {
 	Dwfl_Module *mod;
 	int first_global;   /* dwfl_module_getsymtab_first_global */
 	struct ent *sized, *sizeless;
 	size_t n_sized, n_sizeless;
+	struct secref *secs;   /* sorted by start, end, index */
+	size_t n_secs;
 };
 
 /* libdwfl's preference among bindings, higher is better. */
@@ -50,7 +59,67 @@ void opal_symtab_free(struct opal_symtab *t)
 		return;
 	free(t->sized);
 	free(t->sizeless);
+	free(t->secs);
 	free(t);
+}
+
+static int cmp_secref(const void *a, const void *b)
+{
+	const struct secref *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->end != y->end)
+		return x->end < y->end ? -1 : 1;
+	return (x->ndx > y->ndx) - (x->ndx < y->ndx);
+}
+
+/* The SHF_ALLOC sections of the module's main file, the map libdwfl's
+ * same_section looks addresses up in. Returns 0 or -ENOMEM. */
+static int index_sections(struct opal_symtab *t)
+{
+	Dwarf_Addr bias;
+	Elf *elf = dwfl_module_getelf(t->mod, &bias);
+	size_t n = 0, cap = 0;
+	Elf_Scn *scn = NULL;
+
+	if (!elf || elf_getshdrnum(elf, &cap) < 0)
+		return 0;
+	if (cap == 0)
+		return 0;
+	if (!(t->secs = calloc(cap, sizeof(*t->secs))))
+		return -ENOMEM;
+	while ((scn = elf_nextscn(elf, scn)) != NULL && n < cap) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC))
+			continue;
+		t->secs[n++] = (struct secref){ sh.sh_addr + bias, sh.sh_addr + bias + sh.sh_size,
+						elf_ndxscn(scn) };
+	}
+	t->n_secs = n;
+	qsort(t->secs, n, sizeof(*t->secs), cmp_secref);
+	return 0;
+}
+
+/* libdwfl's section lookup of a module address: a section's end counts
+ * as inside it unless the next section starts there. Returns the
+ * section index, or SHN_UNDEF outside every section. */
+static size_t section_of(const struct opal_symtab *t, GElf_Addr addr)
+{
+	size_t lo = 0, hi = t->n_secs;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (addr < t->secs[mid].start) {
+			hi = mid;
+		} else if (addr > t->secs[mid].end) {
+			lo = mid + 1;
+		} else {
+			if (addr == t->secs[mid].end && mid + 1 < t->n_secs &&
+			    addr == t->secs[mid + 1].start)
+				mid++;
+			return t->secs[mid].ndx;
+		}
+	}
+	return SHN_UNDEF;
 }
 
 int opal_symtab_new(Dwfl_Module *mod, struct opal_symtab **out)
@@ -72,7 +141,7 @@ int opal_symtab_new(Dwfl_Module *mod, struct opal_symtab **out)
 	}
 	t->sized = malloc((size_t)n * sizeof(*t->sized));
 	t->sizeless = malloc((size_t)n * sizeof(*t->sizeless));
-	if (!t->sized || !t->sizeless) {
+	if (!t->sized || !t->sizeless || index_sections(t) < 0) {
 		opal_symtab_free(t);
 		return -ENOMEM;
 	}
@@ -150,7 +219,10 @@ static const struct ent *sized_winner(const struct ent *const *hits, size_t n)
 	return c;
 }
 
-/* libdwfl's same_section for a sizeless symbol at exactly `addr`. */
+/* libdwfl's same_section as dwfl_module_addrinfo uses it (values not
+ * adjusted): an absolute symbol only at its own address, else the
+ * address and the symbol's value in the same section of libdwfl's map
+ * (section_of; both outside every section counts as the same). */
 static bool same_section(const struct opal_symtab *t, uint32_t idx, GElf_Addr addr)
 {
 	GElf_Sym sym;
@@ -161,19 +233,12 @@ static bool same_section(const struct opal_symtab *t, uint32_t idx, GElf_Addr ad
 	if (!dwfl_module_getsym_info(t->mod, (int)idx, &sym, &value, &shndx, &elf, &bias))
 		return false;
 	if (shndx >= SHN_LORESERVE)
-		return true;   /* absolute: matches its own address only */
-	Elf_Scn *scn = NULL;
-	GElf_Addr a = addr - bias;
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(scn, &sh) && a >= sh.sh_addr && a < sh.sh_addr + sh.sh_size)
-			return elf_ndxscn(scn) == shndx;
-	}
-	return false;
+		return value == addr;
+	return section_of(t, addr) == section_of(t, value);
 }
 
 /* The last sizeless symbol at exactly `addr` with table index in
- * [lo, hi) that is in the address's section, or NULL. */
+ * [lo, hi) that passes same_section, or NULL. */
 static const struct ent *sizeless_at(const struct opal_symtab *t, GElf_Addr addr, uint32_t lo,
 				     uint32_t hi)
 {
@@ -184,6 +249,36 @@ static const struct ent *sizeless_at(const struct opal_symtab *t, GElf_Addr addr
 			return e;
 	}
 	return NULL;
+}
+
+/* libdwfl's fallback when no sized symbol holds `addr` (its two passes,
+ * globals then locals, both done): the sizeless symbol (an assembly label
+ * such as _start) nearest below `addr`, unless a symbol starting at or
+ * below `addr` reaches past the label (libdwfl's min_label), and only in
+ * the address's section. Of labels at that value, the last one libdwfl's
+ * passes meet wins: the highest-index local, else the highest-index
+ * global. `gstart` is the first index of the global pass. */
+static const struct ent *sizeless_below(const struct opal_symtab *t, GElf_Addr addr,
+					uint32_t gstart)
+{
+	size_t i = upper(t->sizeless, t->n_sizeless, addr);
+	if (i == 0)
+		return NULL;
+	GElf_Addr label = t->sizeless[i - 1].value;
+	size_t j = upper(t->sized, t->n_sized, addr);
+	if (j > 0 && t->sized[j - 1].maxend > label)
+		return NULL;
+	const struct ent *glob = NULL;
+	for (; i > 0 && t->sizeless[i - 1].value == label; i--) {
+		const struct ent *e = &t->sizeless[i - 1];   /* descending idx */
+		if (!same_section(t, e->idx, addr))
+			continue;
+		if (e->idx < gstart)
+			return e;
+		if (!glob)
+			glob = e;
+	}
+	return glob;
 }
 
 const char *opal_symtab_lookup(const struct opal_symtab *t, GElf_Addr addr, GElf_Sym *sym,
@@ -212,14 +307,16 @@ const char *opal_symtab_lookup(const struct opal_symtab *t, GElf_Addr addr, GElf
 	}
 	qsort(glob, ng, sizeof(glob[0]), cmp_idx);
 	const struct ent *w = sized_winner(glob, ng);
+	/* a global sizeless symbol exactly at addr ends libdwfl's search
+	 * before the locals */
 	if (!w)
 		w = sizeless_at(t, addr, gstart, UINT32_MAX);
 	if (!w && fg > 1) {
 		qsort(loc, nl, sizeof(loc[0]), cmp_idx);
 		w = sized_winner(loc, nl);
-		if (!w)
-			w = sizeless_at(t, addr, 1, fg);
 	}
+	if (!w)
+		w = sizeless_below(t, addr, gstart);
 	if (!w)
 		return NULL;
 	GElf_Addr value;

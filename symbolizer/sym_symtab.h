@@ -7,10 +7,9 @@
  * and weak symbols first, locals only when no global fits; among symbols
  * of nonzero size holding the address, the one starting closest below
  * it, preferring a stronger binding and then a smaller size when starts
- * are equal, the first in table order on full ties; without one, a
- * sizeless symbol in the address's section. Here a sizeless symbol is
- * returned only at its own address: sym_dwfl.c's symbol_frame rejects it
- * anywhere else, so the answers it builds are the same.
+ * are equal, the first in table order on full ties; without one, the
+ * sizeless symbol nearest below the address in its section, unless a
+ * symbol starting below the address reaches past that label.
  *
  * Bound: OPAL_SYMTAB_MAX_SYMS symbols (bigger tables, or modules whose
  * symbol values need libdwfl's adjustments, e.g. ET_REL or PPC64
@@ -35,7 +34,9 @@ int opal_symtab_new(Dwfl_Module *mod, struct opal_symtab **out);
 void opal_symtab_free(struct opal_symtab *t);
 
 /* Symbol at module address `addr`, as dwfl_module_addrinfo would name it
- * (a sizeless one only at its exact address): returns its name (owned by
+ * (a sizeless one, such as _start, also names the bytes after it up to
+ * the next symbol in its section, as in eu-addr2line, llvm-symbolizer
+ * and perf): returns its name (owned by
  * libdwfl) and fills *sym and *off (addr minus the symbol's value), or
  * returns NULL. When more than OPAL_SYMTAB_MAX_HITS symbols hold the
  * address, returns NULL with *ask_libdwfl set: the caller asks libdwfl. */

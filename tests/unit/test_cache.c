@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "symbolizer/cache.h"
 #include "symbolizer/sym_codec.h"
@@ -233,6 +234,36 @@ static void test_cache_frames(void **state)
 	rm_db(db);
 }
 
+/* Frames cached by another schema version (version 1 named sizeless
+ * symbols only at their own address) are dropped at open. */
+static void test_cache_old_version_dropped(void **state)
+{
+	(void)state;
+	char db[PATH_MAX];
+	tmp_db(db, sizeof(db));
+	struct opal_cache *c = opal_cache_open(db);
+	assert_non_null(c);
+	opal_file_id a = make_id(5);
+	struct opal_sym_result in, out;
+	sample_result(&in);
+	assert_int_equal(opal_cache_put_frames(c, &a, 0x1000, &in), 0);
+	opal_cache_close(c);
+	sqlite3 *raw;
+	assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(raw, "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(raw);
+	assert_non_null(c = opal_cache_open(db));
+	assert_int_equal(opal_cache_get_frames(c, &a, 0x1000, &out), -ENOENT);
+	assert_int_equal(opal_cache_put_frames(c, &a, 0x1000, &in), 0);
+	opal_cache_close(c);
+	/* the current version keeps them */
+	assert_non_null(c = opal_cache_open(db));
+	assert_int_equal(opal_cache_get_frames(c, &a, 0x1000, &out), 0);
+	opal_sym_result_free(&out);
+	opal_cache_close(c);
+	rm_db(db);
+}
+
 static void test_cache_files_and_restart(void **state)
 {
 	char db[PATH_MAX];
@@ -376,6 +407,7 @@ int main(void)
 		cmocka_unit_test(test_codec_rejects),
 		cmocka_unit_test(test_codec_long_names),
 		cmocka_unit_test(test_cache_frames),
+		cmocka_unit_test(test_cache_old_version_dropped),
 		cmocka_unit_test(test_cache_files_and_restart),
 		cmocka_unit_test(test_cache_corrupt),
 		cmocka_unit_test(test_memcache),
