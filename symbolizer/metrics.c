@@ -123,9 +123,10 @@ void opal_metrics_collector_counters(const char *host, uint64_t run_id, uint64_t
 	pthread_mutex_lock(&m.lock);
 	struct collector_row *row = NULL;
 	for (size_t i = 0; i < m.n_rows && !row; i++)
-		if (strncmp(m.rows[i].host, host, sizeof(m.rows[i].host) - 1) == 0)
+		if (m.rows[i].run_id == run_id &&
+		    strncmp(m.rows[i].host, host, sizeof(m.rows[i].host) - 1) == 0)
 			row = &m.rows[i];
-	if (row && row->run_id == run_id && seq <= row->seq) {
+	if (row && seq <= row->seq) {
 		pthread_mutex_unlock(&m.lock);
 		return;   /* older than what is published */
 	}
@@ -233,7 +234,7 @@ static void render_collectors(FILE *f)
 			memcpy(&v, (const char *)&m.rows[i].c + fields[k].off, sizeof(v));
 			fprintf(f, "%s{host=\"", fields[k].name);
 			put_label(f, m.rows[i].host);
-			fprintf(f, "\"} %" PRIu64 "\n", v);
+			fprintf(f, "\",run=\"%016" PRIx64 "\"} %" PRIu64 "\n", m.rows[i].run_id, v);
 		}
 	}
 	pthread_mutex_unlock(&m.lock);

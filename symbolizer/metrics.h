@@ -80,12 +80,13 @@ void opal_metrics_symbolize_latency(uint64_t ns, uint64_t weight);
 
 /* Stores the counters the collector on `host` reported in Interval `seq`
  * of run `run_id` (running totals since that collector started: wire.proto
- * CollectorCounters). An interval of the same run no newer than the one
- * stored (a re-sent or duplicate interval) is ignored, so the published
- * counters never go back within a run; a new run_id replaces them (the
- * collector restarted). At most OPAL_METRICS_MAX_COLLECTORS hosts are
- * kept; a further host replaces the one reported least recently. `host`
- * may be NULL or empty ("unknown"). */
+ * CollectorCounters), published with labels host and run (the run ID in
+ * hex): collectors sharing a host name (containers) and a restarted
+ * collector are series of their own, so no series ever goes back. An
+ * interval no newer than the one stored for its run (re-sent, duplicate)
+ * is ignored. At most OPAL_METRICS_MAX_COLLECTORS runs are kept; a
+ * further one replaces the one reported least recently. `host` may be NULL
+ * or empty ("unknown"). */
 #define OPAL_METRICS_MAX_COLLECTORS 16
 void opal_metrics_collector_counters(const char *host, uint64_t run_id, uint64_t seq,
 				     const Opal__Wire__V1__CollectorCounters *c);

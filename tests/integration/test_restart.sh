@@ -105,12 +105,14 @@ kill_inside_write() {
 
 # stop_both DIR COLLECTOR_LOG SYMBOLIZER_LOG NAME: SIGTERM to the collector
 # (its final interval is written and acknowledged), the collector counters
-# of that last interval from /metrics into $DIR/metrics.txt, then SIGTERM
-# to the symbolizer. Sets final_seq.
+# of that last interval from /metrics into $DIR/metrics.txt (and its run ID,
+# the series' run label, into $DIR/run.txt), then SIGTERM to the
+# symbolizer. Sets final_seq.
 stop_both() {
 	local dir=$1 clog=$2 slog=$3 name=$4
 	final_seq=
 	stop_daemon "$name: collector stops cleanly on SIGTERM" "$coll_pid" 30 "$clog"
+	echo "$run_hex" >"$dir/run.txt"
 	final_seq=$(sed -nE 's/^<6>opal-collector: final interval ([0-9]+) acknowledged$/\1/p' "$clog")
 	if [ -n "$final_seq" ] && wait_lines "$slog" "interval $final_seq \(final\): " 1 10; then
 		pass "$name: final interval $final_seq written and acknowledged"
@@ -125,8 +127,9 @@ sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
 	stop_daemon "$name: symbolizer stops cleanly on SIGTERM" "$sym_pid" 30 "$slog"
 }
 
-metric() {   # DIR NAME: the collector counter NAME (opal_collector_NAME_total)
-	awk -v n="opal_collector_$2_total" '$1 ~ "^" n "[{]" { v = $2 } END { print v }' "$1/metrics.txt"
+metric() {   # DIR NAME: the last collector's counter NAME (opal_collector_NAME_total)
+	awk -v n="opal_collector_$2_total" -v r="run=\"$(cat "$1/run.txt")\"" \
+		'$1 ~ "^" n "[{]" && index($1, r) { v = $2 } END { print v }' "$1/metrics.txt"
 }
 
 # ledger_seqs DIR RUN_HEX: the seqs the ledger holds for that run, one a

@@ -211,19 +211,24 @@ static void test_health_metrics_routes(void **state)
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "opal_debuginfo_uploads_total{outcome=\"stored\"}"));
 	assert_non_null(strstr(r.body, "opal_symbolize_duration_seconds_bucket{le=\"+Inf\"}"));
-	assert_non_null(strstr(r.body, "opal_collector_samples_total{host=\"host\\\"a\"} 1234"));
-	assert_non_null(strstr(r.body, "opal_collector_frames_truncated_total{host=\"host\\\"a\"} 77"));
-	assert_non_null(strstr(r.body, "opal_collector_vma_busy_total{host=\"host\\\"a\"} 5"));
+	assert_non_null(strstr(r.body, "opal_collector_samples_total{host=\"host\\\"a\",run=\"0000000000000007\"} 1234"));
+	assert_non_null(strstr(r.body, "opal_collector_frames_truncated_total{host=\"host\\\"a\",run=\"0000000000000007\"} 77"));
+	assert_non_null(strstr(r.body, "opal_collector_vma_busy_total{host=\"host\\\"a\",run=\"0000000000000007\"} 5"));
 	assert_non_null(strstr(r.body, "opal_symbolize_cache_misses_total"));
 	for (char *line = r.body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1
 									  : NULL)
 		if (*line != '#' && *line != '\n')
 			assert_int_equal(strncmp(line, "opal_", 5), 0);
 	free(r.body);
-	/* a new run of that collector (restarted) starts its counters again */
+	/* another run on that host (a restart, or a second collector in a
+	 * container with the same host name): a series of its own, and the
+	 * first one's stays as it was */
 	opal_metrics_collector_counters("host\"a", 8, 1, &older);
 	r = req(e, "GET", "/metrics", NULL, 0, NULL, NULL);
-	assert_non_null(strstr(r.body, "opal_collector_samples_total{host=\"host\\\"a\"} 1000"));
+	assert_non_null(strstr(r.body, "opal_collector_samples_total{host=\"host\\\"a\","
+				       "run=\"0000000000000008\"} 1000"));
+	assert_non_null(strstr(r.body, "opal_collector_samples_total{host=\"host\\\"a\","
+				       "run=\"0000000000000007\"} 1234"));
 	free(r.body);
 	expect_error(req(e, "GET", "/nope", NULL, 0, NULL, NULL), 404, "no such endpoint");
 	expect_error(req(e, "GET", "/symbolize/v1", NULL, 0, TOKEN, NULL), 405, NULL);
