@@ -211,6 +211,8 @@ static void purge_tmp(const struct opal_debuginfo_store *s)
 	closedir(d);
 }
 
+static int recover_index(struct opal_debuginfo_store *s);
+
 /* ---- open / close ------------------------------------------------------------- */
 
 struct opal_debuginfo_store *opal_debuginfo_store_open(const struct opal_debuginfo_store_config *c)
@@ -269,6 +271,10 @@ struct opal_debuginfo_store *opal_debuginfo_store_open(const struct opal_debugin
 	}
 	/* Bodies of an earlier run are gone (tmp was purged): their uploads
 	 * may be PUT again until they expire. */
+	int n = recover_index(s);
+	if (n > 0)
+		opal_warn("debuginfo store: its index in %s was empty but %d stored files were "
+			  "on disk (state.db recreated?): validated and indexed again", c->db_path, n);
 	return s;
 fail_errno:
 	opal_err("debuginfo store: cannot create %s: %s", p[0] ? p : s->dir, strerror(-r));
@@ -777,6 +783,94 @@ static void sha_hex(EVP_MD_CTX *ctx, char out[65])
 	unsigned int n = 0;
 	EVP_DigestFinal_ex(ctx, md, &n);
 	opal_hex_encode(md, n > 32 ? 32 : n, out);
+}
+
+/* SHA-256 of the whole file on `fd` into hex `out`. Returns its size, or
+ * -errno. */
+static int64_t file_sha(int fd, char out[65])
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	static __thread uint8_t buf[1 << 16];
+	int64_t total = 0;
+	ssize_t n;
+
+	if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(ctx);
+		return -ENOMEM;
+	}
+	while ((n = pread(fd, buf, sizeof(buf), total)) > 0) {
+		EVP_DigestUpdate(ctx, buf, (size_t)n);
+		total += n;
+	}
+	if (n < 0) {
+		EVP_MD_CTX_free(ctx);
+		return -errno;
+	}
+	sha_hex(ctx, out);
+	EVP_MD_CTX_free(ctx);
+	return total;
+}
+
+/* Indexes one stored file found on disk as files/<type>/<name>: validated
+ * as an upload of that ID would be (build ID first, then file ID).
+ * Returns 1 when indexed, 0 when not (the file is left alone). */
+static int recover_file(struct opal_debuginfo_store *s, enum opal_di_type t, const char *name)
+{
+	char path[PATH_MAX], why[256] = "", hash[65];
+	struct opal_di_request req = { .type = t };
+	enum opal_debug_quality q = OPAL_DEBUG_NONE;
+	bool ok = false;
+	int64_t size;
+
+	if (strlen(name) > OPAL_DI_ID_HEX_MAX)
+		return 0;
+	snprintf(req.id, sizeof(req.id), "%s", name);
+	file_path(s, name, t, path, sizeof(path));
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	for (int it = 0; it < 2 && !ok; it++) {
+		req.id_type = it == 0 ? OPAL_DI_ID_GNU : OPAL_DI_ID_HTLHASH;
+		ok = opal_di_id_valid(name, req.id_type) &&
+		     opal_debuginfo_validate(fd, &req, &q, why, sizeof(why));
+	}
+	if (ok && (size = file_sha(fd, hash)) >= 0)
+		ok = exec_st(s, prep(s, "INSERT OR IGNORE INTO debuginfo_files(id, type, id_type, "
+				     "hash, size, quality, reason, upload_id, stored_at) "
+				     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 'recovered', ?8)", "ttttiiti",
+				     name, type_names[t], opal_di_id_type_name(req.id_type), hash,
+				     size, (int64_t)q, why, now_s())) == 0;
+	else
+		ok = false;
+	close(fd);
+	if (!ok)
+		opal_warn("debuginfo store: %s not indexed again: %s", path,
+			  why[0] ? why : "unreadable");
+	return ok;
+}
+
+/* After state.db was lost (moved aside as corrupt, deleted), its
+ * debuginfo_files index is empty while stored files remain on disk:
+ * index them again, at most OPAL_DI_MAX_ENTRIES. Returns how many. */
+static int recover_index(struct opal_debuginfo_store *s)
+{
+	int n = 0;
+
+	if (count_files(s) != 0)
+		return 0;
+	for (int t = 0; t < OPAL_DI_N_TYPES; t++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/files/%s", s->dir, type_names[t]);
+		DIR *d = opendir(p);
+		struct dirent *e;
+		if (!d)
+			continue;
+		while ((e = readdir(d)) != NULL && n < OPAL_DI_MAX_ENTRIES)
+			if (e->d_name[0] != '.')
+				n += recover_file(s, (enum opal_di_type)t, e->d_name);
+		closedir(d);
+	}
+	return n;
 }
 
 int opal_debuginfo_upload_finish(struct opal_di_upload *u, struct opal_di_answer *a)

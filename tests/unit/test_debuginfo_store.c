@@ -101,6 +101,43 @@ static void test_upload_flow(void **state)
 	assert_true(a.yes);
 }
 
+/* state.db lost (moved aside as corrupt, deleted): the stored files on
+ * disk are validated and indexed again at the next open; a file that is
+ * not what its name says is left out. */
+static void test_index_recovered(void **state)
+{
+	struct env *e = *state;
+	struct opal_di_answer a = di_upload(e->st, "di_full.debug", e->full_id, OPAL_DI_ID_GNU,
+					    OPAL_DI_DEBUGINFO, false);
+	assert_int_equal(a.status, 200);
+	opal_debuginfo_store_close(e->st);
+	char p[PATH_MAX + 64];
+	const char *sfx[] = { "", "-wal", "-shm" };
+	for (int i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/state.db%s", e->dir, sfx[i]);
+		unlink(p);
+	}
+	/* a stray file named like a build ID whose content does not match */
+	snprintf(p, sizeof(p), "%s/debuginfo/files/debuginfo/%s", e->dir, "abcdef0123");
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fputs("not an ELF file", f);
+	fclose(f);
+
+	e->st = di_store(e->dir, 1 << 20, 0);
+	enum opal_debug_quality q;
+	int fd = opal_debuginfo_store_open_file(e->st, e->full_id, OPAL_DI_DEBUGINFO, &q, NULL, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(q, OPAL_DEBUG_DWARF_INLINE);
+	close(fd);
+	assert_int_equal(opal_debuginfo_store_open_file(e->st, "abcdef0123", OPAL_DI_DEBUGINFO, &q,
+							NULL, 0), -ENOENT);
+	/* and the same bytes are not wanted again */
+	struct opal_di_request rq = request(e->full_id, "di_full.debug");
+	assert_int_equal(opal_debuginfo_should_initiate(e->st, &rq, &a), 0);
+	assert_false(a.yes);
+}
+
 static void test_mark_finished(void **state)
 {
 	struct env *e = *state;
@@ -374,6 +411,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_upload_flow, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mark_finished, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_index_recovered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_uploads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_size_and_hash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits_and_concurrency, setup, teardown),
