@@ -273,8 +273,13 @@ int opal_json_parse_symbolize(const char *text, size_t len, size_t max_addrs,
 		total += json_is_array(a) ? json_array_size(a) : 0;
 	}
 	/* Entries without addresses still cost work: they count as one. */
-	if (total > max_addrs || n > max_addrs) {
-		r = bad(why, why_len, "%zu addresses in one request; at most %zu", total, max_addrs);
+	if (total > max_addrs) {
+		bad(why, why_len, "%zu addresses in one request; at most %zu", total, max_addrs);
+		r = -E2BIG;
+		goto out;
+	}
+	if (n > max_addrs) {
+		bad(why, why_len, "%zu request entries in one request; at most %zu", n, max_addrs);
 		r = -E2BIG;
 		goto out;
 	}

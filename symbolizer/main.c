@@ -487,8 +487,9 @@ int main(int argc, char **argv)
 	opal_ledger_close(ledger);
 	opal_cache_close(cache);
 	close(lfd);
-	if (!inherited)   /* an activated socket belongs to its socket unit */
-		unlink(d.cfg.o.socket);
+	if (!inherited && unlink(d.cfg.o.socket) < 0)   /* an activated one is its unit's */
+		opal_info("socket %s left in place (%s): the next start replaces it",
+			  d.cfg.o.socket, strerror(errno));
 	if (opal_seccomp_denials())
 		opal_warn("seccomp denied %llu system calls in this run (the first are logged above)",
 			  (unsigned long long)opal_seccomp_denials());

@@ -119,6 +119,13 @@ static void test_symbolize(void **state)
 	opal_json_sym_request_free(&r);
 
 	assert_int_equal(opal_json_parse_symbolize(ok, strlen(ok), 2, &r, why, sizeof(why)), -E2BIG);
+	assert_non_null(strstr(why, "3 addresses in one request; at most 2"));
+	static const char entries[] = "{\"requests\":[{\"build_id\":\"ab\",\"addresses\":[]},"
+				      "{\"build_id\":\"cd\",\"addresses\":[]},"
+				      "{\"build_id\":\"ef\",\"addresses\":[]}]}";
+	assert_int_equal(opal_json_parse_symbolize(entries, strlen(entries), 2, &r, why,
+						   sizeof(why)), -E2BIG);
+	assert_non_null(strstr(why, "3 request entries in one request; at most 2"));
 	static const char *const bad[] = {
 		"{}",
 		"{\"requests\":{}}",
