@@ -119,10 +119,12 @@ static const char schema[] =
 
 /* ---- small SQLite helpers (called with the lock held) ---------------------- */
 
+/* Logs the connection's last error; returns -ENOSPC for a full disk
+ * (SQLITE_FULL), else -EIO. */
 static int db_err(struct opal_debuginfo_store *s, const char *what)
 {
 	opal_warn("debuginfo store: %s: %s", what, sqlite3_errmsg(s->db));
-	return -EIO;
+	return sqlite3_errcode(s->db) == SQLITE_FULL ? -ENOSPC : -EIO;
 }
 
 /* Prepares `sql` and binds the text/int64 arguments described by `fmt`
@@ -158,7 +160,7 @@ static sqlite3_stmt *prep(struct opal_debuginfo_store *s, const char *sql, const
 	return st;
 }
 
-/* Runs a statement to completion. Returns 0 or -EIO. */
+/* Runs a statement to completion. Returns 0, -ENOSPC or -EIO. */
 static int exec_st(struct opal_debuginfo_store *s, sqlite3_stmt *st)
 {
 	if (!st)

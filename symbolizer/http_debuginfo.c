@@ -13,6 +13,9 @@
 static enum MHD_Result store_failed(struct MHD_Connection *c, int err)
 {
 	opal_warn("http: debuginfo store: %s", strerror(-err));
+	if (err == -ENOSPC || err == -EDQUOT)
+		return opal_http_send_error(c, 507, "no space left in the symbolizer's state "
+					    "folder");
 	return opal_http_send_error(c, 500, "debuginfo store failure: %s", strerror(-err));
 }
 
@@ -82,7 +85,8 @@ enum MHD_Result opal_http_upload_start(struct opal_http_server *h, struct MHD_Co
 {
 	const char *id = url + strlen("/debuginfo/v1/upload/");
 	if (strlen(id) != OPAL_DI_UPLOAD_ID_LEN || !opal_is_lower_hex(id, OPAL_DI_UPLOAD_ID_LEN))
-		return opal_http_send_error(c, 404, "no such upload");
+		return opal_http_send_error(c, 400, "malformed upload ID: want %d lowercase hex "
+					    "digits", OPAL_DI_UPLOAD_ID_LEN);
 	snprintf(r->upload_id, sizeof(r->upload_id), "%s", id);
 	int err = opal_debuginfo_upload_begin(h->store, id, &r->upload);
 	switch (err) {

@@ -487,7 +487,7 @@ int main(int argc, char **argv)
 	opal_ledger_close(ledger);
 	opal_cache_close(cache);
 	close(lfd);
-	if (!inherited && unlink(d.cfg.o.socket) < 0)   /* an activated one is its unit's */
+	if (!inherited && unlink(d.cfg.o.socket) < 0 && errno != ENOENT)   /* activated: its unit's */
 		opal_info("socket %s left in place (%s): the next start replaces it",
 			  d.cfg.o.socket, strerror(errno));
 	if (opal_seccomp_denials())

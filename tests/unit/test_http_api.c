@@ -418,8 +418,8 @@ static void test_bad_uploads(void **state)
 	/* Unknown upload. */
 	expect_error(req(e, "PUT", "/debuginfo/v1/upload/00000000000000000000000000000000", "x", 1,
 			 TOKEN, NULL), 404, NULL);
-	expect_error(req(e, "PUT", "/debuginfo/v1/upload/..%2f..%2fetc", "x", 1, TOKEN, NULL), 404,
-		     NULL);
+	expect_error(req(e, "PUT", "/debuginfo/v1/upload/..%2f..%2fetc", "x", 1, TOKEN, NULL), 400,
+		     "malformed upload ID");
 	free(bytes);
 }
 
