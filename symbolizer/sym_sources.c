@@ -470,15 +470,23 @@ static int debuginfod_fetch(const char *hex, const uint8_t *bid, size_t bid_len,
 	return r;
 }
 
+/* Decodes a GNU build ID given as hex (validated first: it names paths).
+ * Returns its length in bytes or -EINVAL. */
+static int decode_build_id(const char *hex, uint8_t bid[OPAL_BUILD_ID_MAX])
+{
+	if (!opal_di_id_valid(hex, OPAL_DI_ID_GNU))
+		return -EINVAL;
+	int n = opal_hex_decode(hex, bid, OPAL_BUILD_ID_MAX);
+	return n > 0 ? n : -EINVAL;
+}
+
 int opal_sym_sources_fetch_debuginfo(const char *build_id_hex, char **path)
 {
 	uint8_t bid[OPAL_BUILD_ID_MAX];
 	*path = NULL;
-	if (!opal_di_id_valid(build_id_hex, OPAL_DI_ID_GNU))
-		return -EINVAL;
-	int n = opal_hex_decode(build_id_hex, bid, sizeof(bid));
-	if (n <= 0)
-		return -EINVAL;
+	int n = decode_build_id(build_id_hex, bid);
+	if (n < 0)
+		return n;
 	return debuginfod_fetch(build_id_hex, bid, (size_t)n, "debuginfo", path);
 }
 
@@ -627,11 +635,9 @@ int opal_sym_sources_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
 int opal_sym_sources_open_build_id(const char *build_id_hex, char *source, size_t len)
 {
 	uint8_t bid[OPAL_BUILD_ID_MAX];
-	if (!opal_di_id_valid(build_id_hex, OPAL_DI_ID_GNU))
-		return -EINVAL;
-	int n = opal_hex_decode(build_id_hex, bid, sizeof(bid));
-	if (n <= 0)
-		return -EINVAL;
+	int n = decode_build_id(build_id_hex, bid);
+	if (n < 0)
+		return n;
 	struct search sr = { .bid = bid, .bid_len = (size_t)n, .floor = OPAL_DEBUG_NONE,
 			     .best_fd = -1, .best_q = OPAL_DEBUG_NONE };
 	try_uploads(&sr, build_id_hex);
