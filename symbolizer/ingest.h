@@ -9,7 +9,8 @@
 #include "profile.h"
 #include "symbolize.h"
 
-#define OPAL_INGEST_MAX_FRAMES 2048   /* frames per stack; longer stacks are malformed */
+/* frames per stack (each becomes a location); longer stacks are malformed */
+#define OPAL_INGEST_MAX_FRAMES OPAL_PROFILE_MAX_STACK
 
 /* What one collector connection told us, needed to name things. */
 struct opal_ingest_source {

@@ -235,6 +235,16 @@ static int listen_unix(const char *path)
 			return -errno;
 		unlink(path);
 	}
+	/* the socket's folder (e.g. /run/opal) may not exist yet: create it,
+	 * one level, as systemd's RuntimeDirectory would */
+	char parent[sizeof(sa.sun_path)];
+	snprintf(parent, sizeof(parent), "%s", path);
+	char *slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = '\0';
+		if (mkdir(parent, 0755) == 0)
+			opal_info("created %s for the collector socket", parent);
+	}
 	mode_t old = umask(0077);
 	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);

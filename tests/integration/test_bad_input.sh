@@ -63,11 +63,15 @@ s = connect(sock_path)                                     # still serving
 s.sendall(frame(hello()))
 s.sendall(frame(interval(77, 2, 4242, "badinput", [m], [good])))
 print("ack2", read_ack(s))
+long = stack([frame_msg(1, 0x1234, 0)] * 1500, [1_700_000_000_700_000_000], [0])
+s.sendall(frame(interval(77, 3, 4242, "badinput", [m], [long])))   # over the stack bound
+print("ack3", read_ack(s))
 s.close()
 PY
 rc=$?
-if [ $rc -eq 0 ] && grep -q "ack1 (77, 1)" "$tmp/client.log" && grep -q "ack2 (77, 2)" "$tmp/client.log"; then
-	pass "symbolizer acknowledges after malformed frames, bad magic and oversized length"
+if [ $rc -eq 0 ] && grep -q "ack1 (77, 1)" "$tmp/client.log" && grep -q "ack2 (77, 2)" "$tmp/client.log" &&
+	grep -q "ack3 (77, 3)" "$tmp/client.log"; then
+	pass "symbolizer acknowledges after malformed frames, bad magic, oversized length and a 1500-frame stack"
 else
 	fail "still serving" "client rc=$rc: $(cat "$tmp/client.log")"
 fi
@@ -75,7 +79,10 @@ grep -q "ack1-again (77, 1)" "$tmp/client.log" && pass "re-sent interval acknowl
 	fail "re-sent interval" "no second ack"
 kill -0 $sym 2>/dev/null && pass "symbolizer alive" || fail "symbolizer alive" "it exited: $(tail -5 "$tmp/sym.log")"
 n=$(ls "$tmp/out/intervals/"*.pb.gz 2>/dev/null | wc -l)
-[ "$n" -eq 2 ] && pass "each interval written once ($n files)" || fail "written once" "$n interval files"
+[ "$n" -eq 3 ] && pass "each interval written once ($n files)" || fail "written once" "$n interval files"
+grep -Eq "interval 3: .* 1 malformed stacks" "$tmp/sym.log" &&
+	pass "a stack over 1024 frames dropped and counted as malformed" ||
+	fail "stack over the bound" "$(grep 'interval 3' "$tmp/sym.log")"
 grep -q "malformed message" "$tmp/sym.log" && pass "malformed frames logged" ||
 	fail "malformed logged" "$(cat "$tmp/sym.log")"
 
@@ -95,6 +102,15 @@ rc=$?
 [ $rc -ne 0 ] && [ "$(stat -c %i "$sock")" = "$ino" ] && grep -q "another process listens" "$tmp/b2.log" &&
 	pass "a second symbolizer on a live socket refuses; the first keeps it" ||
 	fail "second symbolizer on a live socket" "rc=$rc; $(tail -2 "$tmp/b2.log")"
+
+# the socket's folder is created when missing (as /run/opal on a fresh machine)
+if launch_symbolizer "$tmp/b3.log" --socket "$tmp/newdir/c.sock" --state-dir "$tmp/b-state" \
+	--out-dir "$tmp/b-out" --user nobody --http-listen none; then
+	[ -S "$tmp/newdir/c.sock" ] && pass "the socket's missing folder is created" ||
+		fail "socket folder" "no socket in $tmp/newdir"
+	kill -TERM "$sym_pid"
+	wait "$sym_pid"
+fi
 
 # A peer stalled mid-frame is dropped after the frame deadline (5 s); a
 # collector connected meanwhile is served then.
