@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "elf_probe.h"
 #include "keepdebug.h"
@@ -74,7 +75,14 @@ static void map_phdr(GElf_Phdr *ph, const struct sec_map *m, size_t n)
 	}
 }
 
-static int copy(Elf *in, Elf *out, bool alloc, char *why, size_t why_len)
+/* Section alignments above this are refused: the copy places sections by
+ * their alignment, and a crafted 2^40 would make libelf write that much
+ * padding. Real files use 1 to 64 for what is kept. */
+#define KEEP_MAX_ALIGN 4096
+/* The copy is at most the input's size plus this much padding. */
+#define KEEP_MAX_GROWTH (16u << 20)
+
+static int copy(Elf *in, Elf *out, bool alloc, uint64_t in_size, char *why, size_t why_len)
 {
 	GElf_Ehdr eh;
 	size_t phnum, shnum;
@@ -134,7 +142,17 @@ static int copy(Elf *in, Elf *out, bool alloc, char *why, size_t why_len)
 			uint64_t align = sh.sh_addralign > 1 ? sh.sh_addralign : 1;
 			if (align & (align - 1))
 				align = 1;
+			if (align > KEEP_MAX_ALIGN) {
+				r = fail(why, why_len, -EBADMSG, "section %zu: alignment %llu over %u",
+					 idx, (unsigned long long)align, KEEP_MAX_ALIGN);
+				goto out;
+			}
 			off = (off + align - 1) & ~(align - 1);
+			if (off + sh.sh_size > in_size + KEEP_MAX_GROWTH) {
+				r = fail(why, why_len, -EFBIG, "the debug copy would be larger than "
+					 "the file (section %zu)", idx);
+				goto out;
+			}
 			sh.sh_offset = off;
 			m[idx].new_off = off;
 			m[idx].kept = true;
@@ -199,7 +217,9 @@ int opal_keep_debug_write(int in_fd, int out_fd, char *why, size_t why_len)
 		elf_end(in);
 		return fail(why, why_len, -EIO, "libelf: %s", elf_errmsg(-1));
 	}
-	r = copy(in, out, p.has_alloc, why, why_len);
+	struct stat st;
+	r = fstat(in_fd, &st) < 0 ? -errno
+				   : copy(in, out, p.has_alloc, (uint64_t)st.st_size, why, why_len);
 	elf_end(out);
 	elf_end(in);
 	return r;

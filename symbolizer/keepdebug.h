@@ -18,8 +18,11 @@
  * copied as they are. ET_EXEC and ET_DYN files are accepted, and ET_REL
  * files without allocated sections (dwz's shared DWARF file, copied
  * whole).
- * Returns 0; -ENOEXEC (not ELF or another type), -EBADMSG (malformed), or
- * -errno; `why` (may be NULL) then gets a reason. */
+ * Bounds (the input is any user's binary): section alignments up to 4096,
+ * and the copy at most the input's size plus 16 MiB.
+ * Returns 0; -ENOEXEC (not ELF or another type), -EBADMSG (malformed, or
+ * an alignment over the bound), -EFBIG (the copy would outgrow the bound),
+ * or -errno; `why` (may be NULL) then gets a reason. */
 int opal_keep_debug_write(int in_fd, int out_fd, char *why, size_t why_len);
 
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "symbolizer/debuginfo_store.h"
 #include "symbolizer/elf_probe.h"
@@ -53,6 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int out = memfd_create("keepdebug", MFD_CLOEXEC);
 	if (out >= 0) {
 		(void)opal_keep_debug_write(fd, out, why, sizeof(why));
+		/* its bound: never much larger than what it read */
+		struct stat st;
+		if (fstat(out, &st) == 0 && (uint64_t)st.st_size > size + (17u << 20))
+			abort();
 		close(out);
 	}
 	close(fd);

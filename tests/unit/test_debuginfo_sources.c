@@ -473,6 +473,39 @@ static void test_keepdebug(void **state)
 	assert_int_equal(opal_keep_debug_write(in, o, why, sizeof(why)), -ENOEXEC);
 	close(in);
 	close(o);
+	/* A kept section aligned to 2^40 (a crafted binary any user can run):
+	 * refused, not 1 TiB of padding written. */
+	char crafted[PATH_MAX + 16];
+	snprintf(crafted, sizeof(crafted), "%s/aligned.elf", e->dir);
+	in = di_open("di_full");
+	int c = open(crafted, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(c, buf, (size_t)n), n);
+	close(in);
+	Elf64_Ehdr eh;
+	assert_int_equal(pread(c, &eh, sizeof(eh), 0), sizeof(eh));
+	bool patched = false;
+	for (unsigned i = 1; i < eh.e_shnum && !patched; i++) {
+		Elf64_Shdr sh;
+		off_t at = (off_t)(eh.e_shoff + (uint64_t)i * eh.e_shentsize);
+		assert_int_equal(pread(c, &sh, sizeof(sh), at), sizeof(sh));
+		if (sh.sh_type != SHT_SYMTAB)
+			continue;
+		sh.sh_addralign = 1ull << 40;
+		assert_int_equal(pwrite(c, &sh, sizeof(sh), at), sizeof(sh));
+		patched = true;
+	}
+	assert_true(patched);
+	o = open(out, O_RDWR | O_TRUNC);
+	assert_int_equal(opal_keep_debug_write(c, o, why, sizeof(why)), -EBADMSG);
+	assert_non_null(strstr(why, "alignment"));
+	struct stat st;
+	assert_int_equal(fstat(o, &st), 0);
+	assert_true(st.st_size < (1 << 20));
+	close(c);
+	close(o);
 }
 
 /* Debian's libc6-dbg: a file-local libc function, absent from .dynsym,
