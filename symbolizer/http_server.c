@@ -80,25 +80,35 @@ static bool is_get(const char *m)
 	return !strcmp(m, MHD_HTTP_METHOD_GET) || !strcmp(m, MHD_HTTP_METHOD_HEAD);
 }
 
+static const struct {
+	const char *path, *method;   /* method NULL: GET and HEAD */
+	enum opal_http_route route;
+} routes[] = {
+	{ "/healthz", NULL, OPAL_ROUTE_HEALTHZ },
+	{ "/metrics", NULL, OPAL_ROUTE_METRICS },
+	{ "/flamegraph", NULL, OPAL_ROUTE_FLAMEGRAPH },
+	{ "/debuginfo/v1/should-initiate-upload", "POST", OPAL_ROUTE_SHOULD_INITIATE },
+	{ "/debuginfo/v1/initiate-upload", "POST", OPAL_ROUTE_INITIATE },
+	{ "/debuginfo/v1/mark-upload-finished", "POST", OPAL_ROUTE_MARK_FINISHED },
+	{ "/symbolize/v1", "POST", OPAL_ROUTE_SYMBOLIZE },
+};
+
+/* The Allow header of a 405 for `url` (RFC 9110, section 15.5.6). */
+static const char *allowed_methods(const char *url)
+{
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if (!strcmp(url, routes[i].path))
+			return routes[i].method ? routes[i].method : "GET, HEAD";
+	return "PUT";   /* the upload URLs, the only other 405 */
+}
+
 static enum opal_http_route route_of(const char *method, const char *url)
 {
-	static const struct {
-		const char *path, *method;
-		enum opal_http_route route;
-	} exact[] = {
-		{ "/healthz", NULL, OPAL_ROUTE_HEALTHZ },
-		{ "/metrics", NULL, OPAL_ROUTE_METRICS },
-		{ "/flamegraph", NULL, OPAL_ROUTE_FLAMEGRAPH },
-		{ "/debuginfo/v1/should-initiate-upload", "POST", OPAL_ROUTE_SHOULD_INITIATE },
-		{ "/debuginfo/v1/initiate-upload", "POST", OPAL_ROUTE_INITIATE },
-		{ "/debuginfo/v1/mark-upload-finished", "POST", OPAL_ROUTE_MARK_FINISHED },
-		{ "/symbolize/v1", "POST", OPAL_ROUTE_SYMBOLIZE },
-	};
-	for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++) {
-		if (strcmp(url, exact[i].path) != 0)
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		if (strcmp(url, routes[i].path) != 0)
 			continue;
-		bool ok = exact[i].method ? !strcmp(method, exact[i].method) : is_get(method);
-		return ok ? exact[i].route : OPAL_ROUTE_BAD_METHOD;
+		bool ok = routes[i].method ? !strcmp(method, routes[i].method) : is_get(method);
+		return ok ? routes[i].route : OPAL_ROUTE_BAD_METHOD;
 	}
 	if (!strncmp(url, "/debuginfo/v1/upload/", 21))
 		return !strcmp(method, "PUT") ? OPAL_ROUTE_UPLOAD : OPAL_ROUTE_BAD_METHOD;
@@ -206,9 +216,22 @@ static enum MHD_Result on_headers(struct opal_http_server *h, struct MHD_Connect
 	switch (r->route) {
 	case OPAL_ROUTE_NOT_FOUND:
 		return opal_http_send_error(c, 404, "no such endpoint: %.200s", url);
-	case OPAL_ROUTE_BAD_METHOD:
-		return opal_http_send_error(c, 405, "method %.16s not allowed on %.200s", method,
-					    url);
+	case OPAL_ROUTE_BAD_METHOD: {
+		char reason[300];
+		snprintf(reason, sizeof(reason), "method %.16s not allowed on %.200s", method, url);
+		char *text = json_dumps(json_pack("{s:s}", "error", reason), JSON_COMPACT);
+		struct MHD_Response *resp =
+			text ? MHD_create_response_from_buffer(strlen(text), text,
+								MHD_RESPMEM_MUST_FREE)
+			     : NULL;
+		if (!resp) {
+			free(text);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allowed_methods(url));
+		return opal_http_queue(c, 405, resp);
+	}
 	case OPAL_ROUTE_HEALTHZ:
 		return opal_http_send_json(c, 200, json_pack("{s:s}", "status", "ok"));
 	case OPAL_ROUTE_METRICS:

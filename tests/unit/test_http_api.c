@@ -34,6 +34,7 @@ struct reply {
 	size_t len;
 	char maxsize_hdr[64];
 	char www_auth[64];
+	char allow[64];
 };
 
 static size_t on_body(char *p, size_t sz, size_t n, void *arg)
@@ -54,6 +55,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *arg)
 		snprintf(r->maxsize_hdr, sizeof(r->maxsize_hdr), "%.*s", (int)(len - 21), p + 19);
 	if (len > 18 && !strncasecmp(p, "WWW-Authenticate: ", 18))
 		snprintf(r->www_auth, sizeof(r->www_auth), "%.*s", (int)(len - 20), p + 18);
+	if (len > 7 && !strncasecmp(p, "Allow: ", 7))
+		snprintf(r->allow, sizeof(r->allow), "%.*s", (int)(len - 9), p + 7);
 	return len;
 }
 
@@ -231,8 +234,12 @@ static void test_health_metrics_routes(void **state)
 				       "run=\"0000000000000007\"} 1234"));
 	free(r.body);
 	expect_error(req(e, "GET", "/nope", NULL, 0, NULL, NULL), 404, "no such endpoint");
-	expect_error(req(e, "GET", "/symbolize/v1", NULL, 0, TOKEN, NULL), 405, NULL);
-	expect_error(req(e, "DELETE", "/healthz", NULL, 0, NULL, NULL), 405, NULL);
+	r = req(e, "GET", "/symbolize/v1", NULL, 0, TOKEN, NULL);
+	assert_string_equal(r.allow, "POST");
+	expect_error(r, 405, NULL);
+	r = req(e, "DELETE", "/healthz", NULL, 0, NULL, NULL);
+	assert_string_equal(r.allow, "GET, HEAD");
+	expect_error(r, 405, NULL);
 }
 
 static void test_auth(void **state)
