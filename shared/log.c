@@ -69,6 +69,53 @@ static bool rate_allow(int prio, const char *fmt)
 	return true;
 }
 
+static struct {
+	char alias[256], real[256];
+	size_t alias_len;
+} aliases[OPAL_LOG_MAX_ALIASES];
+static size_t n_aliases;
+
+void opal_log_alias(const char *alias, const char *real)
+{
+	pthread_mutex_lock(&log_lock);
+	if (n_aliases < OPAL_LOG_MAX_ALIASES && alias[0]) {
+		snprintf(aliases[n_aliases].alias, sizeof(aliases[0].alias), "%s", alias);
+		snprintf(aliases[n_aliases].real, sizeof(aliases[0].real), "%s", real);
+		aliases[n_aliases].alias_len = strlen(aliases[n_aliases].alias);
+		n_aliases++;
+	}
+	pthread_mutex_unlock(&log_lock);
+}
+
+/* Rewrites the aliases in `msg` (a NUL-terminated line of `cap` bytes)
+ * into their real paths; a line that would not fit is cut. Lock held. An
+ * alias matches only as a whole path element ("/proc/self/fd/3" not in
+ * "/proc/self/fd/31"). */
+static void unalias(char *msg, size_t cap)
+{
+	for (size_t a = 0; a < n_aliases; a++) {
+		char *p = msg;
+		while ((p = strstr(p, aliases[a].alias)) != NULL) {
+			size_t al = aliases[a].alias_len, rl = strlen(aliases[a].real);
+			char next = p[al];
+			if (next != '\0' && next != '/' && next != ' ' && next != ':' && next != ')' &&
+			    next != '\'' && next != ',') {
+				p += al;
+				continue;
+			}
+			size_t pos = (size_t)(p - msg), tail = strlen(p + al);
+			if (pos + rl + 1 > cap)
+				break;   /* no room for the real path: leave the rest */
+			if (pos + rl + tail + 1 > cap)
+				tail = cap - 1 - pos - rl;
+			memmove(p + rl, p + al, tail);
+			p[rl + tail] = '\0';
+			memcpy(p, aliases[a].real, rl);
+			p += rl;
+		}
+	}
+}
+
 void opal_log(int prio, const char *fmt, ...)
 {
 	char msg[1024];
@@ -80,6 +127,7 @@ void opal_log(int prio, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	pthread_mutex_lock(&log_lock);
+	unalias(msg, sizeof(msg));
 	if (rate_allow(prio, fmt))
 		fprintf(stderr, "<%d>%s: %s\n", prio, log_prog, msg);
 	pthread_mutex_unlock(&log_lock);

@@ -15,6 +15,14 @@ void opal_log_init(const char *prog, int verbose);
  * suppressed lines are counted and reported when the window ends. */
 void opal_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Lines that name `alias` (e.g. "/proc/self/fd/3", a held descriptor the
+ * daemon reaches a folder through after dropping privileges) show `real`
+ * (the folder's own path) instead, so that operators read paths they know.
+ * At most OPAL_LOG_MAX_ALIASES pairs (more are ignored); both strings are
+ * copied (up to 255 bytes each). */
+#define OPAL_LOG_MAX_ALIASES 4
+void opal_log_alias(const char *alias, const char *real);
+
 #define opal_err(...)   opal_log(LOG_ERR, __VA_ARGS__)
 #define opal_warn(...)  opal_log(LOG_WARNING, __VA_ARGS__)
 #define opal_info(...)  opal_log(LOG_INFO, __VA_ARGS__)

@@ -300,6 +300,7 @@ static char *hold_dir(const char *dir, bool dropping, uid_t uid, gid_t gid)
 	}
 	if (asprintf(&path, "/proc/self/fd/%d", fd) < 0)
 		return NULL;
+	opal_log_alias(path, dir);
 	return path;
 }
 
