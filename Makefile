@@ -160,7 +160,7 @@ UNITS       := opal-collector.service opal-symbolizer.service opal-symbolizer.so
 INST_BINS   := opal-collector opal-symbolizer opal-report
 OPT_BINS    := opal-debuginfo
 MAN8        := $(BUILD)/man/opal-collector.8 $(BUILD)/man/opal-symbolizer.8
-MAN1        := $(BUILD)/man/opal-report.1
+MAN1        := $(BUILD)/man/opal-report.1 $(BUILD)/man/opal-debuginfo.1
 
 .PHONY: install uninstall man
 
@@ -208,7 +208,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(INST_BINS) $(OPT_BINS))
 	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS))
 	rm -f $(DESTDIR)$(MANDIR)/man8/opal-collector.8 $(DESTDIR)$(MANDIR)/man8/opal-symbolizer.8 \
-		$(DESTDIR)$(MANDIR)/man1/opal-report.1
+		$(DESTDIR)$(MANDIR)/man1/opal-report.1 $(DESTDIR)$(MANDIR)/man1/opal-debuginfo.1
 	rm -rf $(DESTDIR)$(DOCDIR)
 	if cmp -s systemd/opal.env $(DESTDIR)$(SYSCONFDIR)/opal/opal.env; then \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/opal/opal.env; \

@@ -31,7 +31,7 @@ static const struct opal_opt opts[] = {
 	  .min = 1, .max = OPAL_MAX_INTERVAL, .reloadable = true },
 	{ .name = "buffer-bytes", .type = OPAL_OPT_SIZE,
 	  .offset = offsetof(struct loaded, buffer_bytes), .def = "16m", .arg = "BYTES",
-	  .help = "serialized intervals kept until acknowledged (64k..1g)",
+	  .help = "serialized intervals kept until acknowledged",
 	  .min = OPAL_MIN_BUFFER_BYTES, .max = OPAL_MAX_BUFFER_BYTES },
 	{ .name = "max-fds", .type = OPAL_OPT_UINT, .offset = offsetof(struct loaded, max_fds),
 	  .def = "4096", .arg = "N", .help = "ELF descriptors kept open",

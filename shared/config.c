@@ -558,6 +558,24 @@ static const char *type_arg(const struct opal_opt *o)
 	}
 }
 
+/* `v` bytes as the shortest exact size literal the parser takes ("64k",
+ * "1g", "1000"); `buf` holds 32 bytes. */
+static const char *size_text(uint64_t v, char *buf)
+{
+	static const char units[] = "kmgt";
+	int u = -1;
+
+	while (v && u < 3 && v % 1024 == 0) {
+		v /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, 32, "%llu", (unsigned long long)v);
+	else
+		snprintf(buf, 32, "%llu%c", (unsigned long long)v, units[u]);
+	return buf;
+}
+
 void opal_config_help(const struct opal_config_spec *spec, FILE *out)
 {
 	fprintf(out, "usage: %s [options]\n", spec->prog);
@@ -579,6 +597,10 @@ void opal_config_help(const struct opal_config_spec *spec, FILE *out)
 		if (o->type == OPAL_OPT_UINT && (o->min || o->max))
 			fprintf(out, "; range: %llu..%llu", (unsigned long long)o->min,
 				(unsigned long long)o->max);
+		if (o->type == OPAL_OPT_SIZE && o->max) {
+			char lo[32], hi[32];
+			fprintf(out, "; range: %s..%s", size_text(o->min, lo), size_text(o->max, hi));
+		}
 		if (o->choices) {
 			fprintf(out, "; one of:");
 			for (const char *const *c = o->choices; *c; c++)

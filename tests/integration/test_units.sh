@@ -43,7 +43,7 @@ expected=(
 	usr/share/man/man8/opal-collector.8 usr/share/man/man8/opal-symbolizer.8
 	usr/share/man/man1/opal-report.1 usr/share/doc/opal/deployment.md
 )
-[ -x "$build/opal-debuginfo" ] && expected+=(usr/bin/opal-debuginfo)
+[ -x "$build/opal-debuginfo" ] && expected+=(usr/bin/opal-debuginfo usr/share/man/man1/opal-debuginfo.1)
 missing=()
 for f in "${expected[@]}"; do [ -e "$root/$f" ] || missing+=("$f"); done
 [ ${#missing[@]} -eq 0 ] && pass "installed: ${#expected[@]} files (binaries, units, config, man pages, docs)" ||

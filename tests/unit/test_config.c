@@ -36,7 +36,8 @@ static const struct opal_opt opts[] = {
 	  .def = "5", .env = "OPAL_T_INTERVAL", .arg = "SECONDS", .help = "reporting interval",
 	  .min = 1, .max = 3600, .reloadable = true },
 	{ .name = "queue-bytes", .type = OPAL_OPT_SIZE, .offset = offsetof(struct conf, queue_bytes),
-	  .def = "64m", .env = "OPAL_T_QUEUE", .help = "export queue bound" },
+	  .def = "64m", .env = "OPAL_T_QUEUE", .help = "export queue bound",
+	  .min = 1, .max = 3ull << 40 },
 	{ .name = "whole-run", .type = OPAL_OPT_BOOL, .offset = offsetof(struct conf, whole_run),
 	  .env = "OPAL_T_WHOLE", .help = "write the whole-run profile" },
 	{ .name = "export", .type = OPAL_OPT_LIST, .offset = offsetof(struct conf, exports),
@@ -273,6 +274,7 @@ static void test_help(void **state)
 	assert_non_null(strstr(buf, "default: 5; env: OPAL_T_INTERVAL; range: 1..3600; "
 				    "reloadable on SIGHUP"));
 	assert_non_null(strstr(buf, "default: 10000; env: OTEL_EXPORTER_OTLP_TIMEOUT"));
+	assert_non_null(strstr(buf, "default: 64m; env: OPAL_T_QUEUE; range: 1..3t"));
 	assert_non_null(strstr(buf, "env: OTEL_EXPORTER_OTLP_HEADERS (percent-decoded)"));
 	assert_non_null(strstr(buf, "one of: otlp, otlp-logs, pprof"));
 	assert_non_null(strstr(buf, "--whole-run\n"));
