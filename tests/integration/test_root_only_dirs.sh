@@ -24,9 +24,7 @@ launch_symbolizer "$home/sym.log" --socket "$sock" --state-dir "$home/var" --out
 sym=$sym_pid
 start_collector "$home/coll.log" --socket "$sock" --frequency 99 --interval 1 || finish
 coll=$coll_pid
-# Work for the profile: on an idle machine the daemons' own samples are
-# excluded and nothing else may run.
-timeout 4 bash -c 'while :; do :; done'
+busy_load 4
 kill -TERM $coll; wait $coll
 kill -TERM $sym; wait $sym
 rc=$?

@@ -84,9 +84,7 @@ if [ ! -x "$collector" ]; then
 	fail "collector traffic" "$collector is missing: run 'make all'"
 elif start_collector "$tmp/collector.log" --socket "$sock" --frequency 99 --interval 1; then
 	coll=$coll_pid
-	# Work for the profile: a busy shell loop for a few seconds.
-	timeout 4 bash -c 'while :; do :; done' &
-	wait $!
+	busy_load 4
 	kill -TERM "$coll" 2>/dev/null
 	wait_for_exit "$coll" 30
 	[ "$wait_rc" -eq 0 ] || fail "collector ran against the sandboxed symbolizer" \

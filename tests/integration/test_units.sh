@@ -162,10 +162,8 @@ kill -0 "$sym" 2>/dev/null && grep -q 'SIGHUP: nothing to reload' "$tmp/sym.log"
 
 # One interval of the installed configuration, then a clean stop in the
 # order systemd uses (collector first: it is ordered after the symbolizer).
-# Work for the profile: on an idle machine (CI) nothing else may run, and
-# the daemons' own samples are excluded.
 interval=$(echo "$coll_opts" | sed -n 's/.*--interval \([0-9]*\).*/\1/p')
-timeout "$(( ${interval:-5} + 1 ))" bash -c 'while :; do :; done'
+busy_load "$(( ${interval:-5} + 1 ))"
 kill -TERM "$coll"
 wait_for_exit "$coll" 30
 [ "$wait_rc" -eq 0 ] || fail "collector stops cleanly" "exit $wait_rc: $(tail -n 5 "$tmp/collector.log")"

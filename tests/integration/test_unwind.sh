@@ -375,22 +375,31 @@ check "no CFI: frame pointers through fpwalk and libfpwalk.so, DWARF in libc, to
 	"$(pid_of fpchain)" "fpwalk" "${any}$fp_chain" 90
 check "no CFI: comparator called from libc (frame pointers, DWARF, frame pointers)" \
 	"$(pid_of fpqsort)" "fpwalk" "$fp_qsort" 90
+# The frame-pointer walk itself must never end in an error frame (before
+# the RBP = 0 rule every one of them ended in "no unwind info" after
+# _start); a sample taken while the process was not known yet (its first
+# instants) may end in "no mapping", at most 1% of them.
 if msg=$(awk -F'\t' -v ld="$ld_root" '
 	$2 != "fpwalk" || $4 == "" { next }
 	{
 		n = split($4, f, ";")
 		total += $3
 		if (f[n] == "_start" || f[n] ~ "^" ld "$") next
+		if (f[n] == "[unknown: no mapping]" && n == 1) { early += $3; next }
 		bad += $3; ex = $4
 	}
 	END {
 		if (total == 0) { print "no samples"; exit 1 }
-		if (bad) { printf "%d of %d samples, e.g. %s", bad, total, substr(ex, 1, 400); exit 1 }
-		printf "%d samples", total
+		if (bad || early * 100 > total) {
+			printf "%d of %d samples end elsewhere, e.g. %s; %d in no mapping", bad, total,
+			       substr(ex, 1, 400), early
+			exit 1
+		}
+		printf "%d samples, %d of them taken before the process was known", total, early
 	}' "$tmp/user.txt"); then
-	pass "no-CFI stacks end at _start, never in an error frame ($msg)"
+	pass "no-CFI stacks end at _start, never in an error frame of the walk ($msg)"
 else
-	fail "no-CFI stacks end at _start, never in an error frame" "$msg"
+	fail "no-CFI stacks end at _start, never in an error frame of the walk" "$msg"
 fi
 # Frames found by frame-pointer steps in the samples above: five in each
 # chain stack (fpw_exe_inner, fpw_lib_link, fpw_exe_outer, main and

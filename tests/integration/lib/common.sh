@@ -168,6 +168,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# busy_load SECONDS: work for a profile, in the foreground: a shell loop
+# (user frames) and dd copying /dev/zero (kernel frames under libc's read
+# and write). An idle machine (CI) has nothing else to sample, and the
+# daemons' own samples are excluded.
+busy_load() {
+	local dd_pid
+	timeout "$1" dd if=/dev/zero of=/dev/null bs=64k status=none &
+	dd_pid=$!
+	timeout "$1" bash -c 'while :; do :; done'
+	wait "$dd_pid"
+}
+
 # wait_for_exit PID SECONDS: waits up to SECONDS for the child PID to exit;
 # sets wait_rc to its exit status, 124 when it is still running.
 wait_for_exit() {
