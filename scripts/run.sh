@@ -79,7 +79,7 @@ echo "make run: profiling this machine for ${DURATION}s at ${FREQUENCY} Hz (Ctrl
 # pointers) makes sure the profile shows real stacks. DEMO=0 turns it off.
 if [ "$DEMO" = 1 ]; then
 	echo "make run: also running a demo load at nice 19 (python3: zlib, json, sort; DEMO=0 turns it off)" >&2
-	setsid nice -n 19 python3 -c '
+	setsid nice -n 19 /usr/bin/python3 -c '
 import json, os, zlib
 while True:
     data = os.urandom(1 << 16) * 64
