@@ -390,7 +390,6 @@ static bool find_cu(struct opal_dwfl_file *f, Dwarf_Addr addr, Dwarf_Die *cudie,
 	return false;
 }
 
-#define QUALIFY_MAX_ORIGINS 8   /* abstract_origin/specification hops */
 #define QUALIFY_MAX_SCOPES  16  /* enclosing namespaces/classes named */
 
 /* Languages whose names are scoped by namespaces/types joined with "::". */
@@ -405,18 +404,26 @@ static bool has_scoped_names(Dwarf_Die *cudie)
 /* "ns::Class::name" for a C++/Rust function DIE that has no linkage name
  * (GCC omits it for functions with internal linkage): the enclosing
  * namespaces and classes of the declaration that carries the name. */
-static char *qualified_name(Dwarf_Die *die, const char *name)
+void opal_dwarf_declaration(Dwarf_Die *die, Dwarf_Die *decl)
 {
-	Dwarf_Die decl = *die, next;
+	Dwarf_Die next;
 	Dwarf_Attribute a;
-	for (int hop = 0; hop < QUALIFY_MAX_ORIGINS; hop++) {
-		if (dwarf_attr(&decl, DW_AT_abstract_origin, &a) == NULL &&
-		    dwarf_attr(&decl, DW_AT_specification, &a) == NULL)
+
+	*decl = *die;
+	for (int hop = 0; hop < OPAL_DWARF_MAX_ORIGINS; hop++) {
+		if (dwarf_attr(decl, DW_AT_abstract_origin, &a) == NULL &&
+		    dwarf_attr(decl, DW_AT_specification, &a) == NULL)
 			break;
 		if (!dwarf_formref_die(&a, &next))
 			break;
-		decl = next;
+		*decl = next;
 	}
+}
+
+static char *qualified_name(Dwarf_Die *die, const char *name)
+{
+	Dwarf_Die decl;
+	opal_dwarf_declaration(die, &decl);
 	Dwarf_Die *scopes = NULL;
 	int n = dwarf_getscopes_die(&decl, &scopes);
 	const char *parts[QUALIFY_MAX_SCOPES];

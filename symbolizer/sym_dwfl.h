@@ -7,9 +7,18 @@
 #define OPAL_SYM_DWFL_H
 
 #include <stdint.h>
+#include <elfutils/libdw.h>
 #include "symbolize.h"
 
 struct opal_dwfl_file;
+
+/* The DIE that carries a function's name and scope: `die` followed through
+ * DW_AT_abstract_origin (inlined and out-of-line instances) and
+ * DW_AT_specification (definitions of declared members), into *decl; at
+ * most OPAL_DWARF_MAX_ORIGINS hops, so that a reference cycle in a crafted
+ * file ends. */
+#define OPAL_DWARF_MAX_ORIGINS 8
+void opal_dwarf_declaration(Dwarf_Die *die, Dwarf_Die *decl);
 
 /* Opens a session on a duplicate of `fd` (the caller keeps `fd`; the
  * session holds its own descriptor until closed). `name` (may be NULL)

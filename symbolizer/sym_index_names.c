@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "demangle.h"
+#include "sym_dwfl.h"
 #include "sym_index_impl.h"
 #include "sym_result.h"
 
-#define QUALIFY_MAX_ORIGINS 8   /* abstract_origin/specification hops */
 #define QUALIFY_MAX_SCOPES  16  /* enclosing namespaces/classes named */
 
 /* ---- pointer map -------------------------------------------------------- */
@@ -419,16 +419,8 @@ static const char *keep(struct ix_cu *cu, char *s, bool *enomem)
 
 static const char *qualified(struct ix_cu *cu, Dwarf_Die *die, const char *name, bool *enomem)
 {
-	Dwarf_Die decl = *die, next;
-	Dwarf_Attribute a;
-	for (int hop = 0; hop < QUALIFY_MAX_ORIGINS; hop++) {
-		if (dwarf_attr(&decl, DW_AT_abstract_origin, &a) == NULL &&
-		    dwarf_attr(&decl, DW_AT_specification, &a) == NULL)
-			break;
-		if (!dwarf_formref_die(&a, &next))
-			break;
-		decl = next;
-	}
+	Dwarf_Die decl;
+	opal_dwarf_declaration(die, &decl);
 	const char *parts[QUALIFY_MAX_SCOPES];
 	size_t np = enclosing_names(cu->ix, &decl, parts, enomem);
 	if (*enomem)
