@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <openssl/evp.h>
 
+#include "elf_symbol.h"
 #include "symbolizer/debuginfo_store.h"
 #include "symbolizer/symbolize.h"
 
@@ -82,32 +83,11 @@ static __attribute__((unused)) void di_rmtree(const char *path)
 	rmdir(path);
 }
 
-/* Value of .symtab symbol `sym` in fixture `name` (libelf). */
+/* Value of .symtab symbol `sym` in fixture `name`. */
 static __attribute__((unused)) uint64_t di_sym_addr(const char *name, const char *sym)
 {
 	int fd = di_open(name);
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	assert_non_null(elf);
-	Elf_Scn *scn = NULL;
-	uint64_t value = 0;
-	while (!value && (scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		gelf_getshdr(scn, &sh);
-		if (sh.sh_type != SHT_SYMTAB)
-			continue;
-		Elf_Data *data = elf_getdata(scn, NULL);
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym s;
-			gelf_getsym(data, (int)i, &s);
-			const char *n = elf_strptr(elf, sh.sh_link, s.st_name);
-			if (n && strcmp(n, sym) == 0) {
-				value = s.st_value;
-				break;
-			}
-		}
-	}
-	elf_end(elf);
+	uint64_t value = test_elf_symbol(fd, name, sym, NULL);
 	close(fd);
 	assert_true(value != 0);
 	return value;

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "elf_symbol.h"
 #include "fake_http.h"
 #include "symbolizer/cache.h"
 #include "symbolizer/http_client.h"
@@ -57,39 +58,12 @@ static int open_fixture(const char *name)
 	return fd;
 }
 
-/* Start and size of FUNC symbol `sym` in fixture `name`'s .symtab, read
- * with libelf rather than with the code under test. */
+/* Start and size of FUNC symbol `sym` in fixture `name`'s .symtab. */
 static uint64_t sym_range(const char *name, const char *sym, uint64_t *size)
 {
 	int fd = open_fixture(name);
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	assert_non_null(elf);
-	Elf_Scn *scn = NULL;
-	uint64_t value = 0;
-	bool found = false;
-	while (!found && (scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		gelf_getshdr(scn, &sh);
-		if (sh.sh_type != SHT_SYMTAB)
-			continue;
-		Elf_Data *data = elf_getdata(scn, NULL);
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym s;
-			gelf_getsym(data, (int)i, &s);
-			const char *n = elf_strptr(elf, sh.sh_link, s.st_name);
-			if (n && strcmp(n, sym) == 0) {
-				value = s.st_value;
-				*size = s.st_size;
-				found = true;
-				break;
-			}
-		}
-	}
-	elf_end(elf);
+	uint64_t value = test_elf_symbol(fd, name, sym, size);
 	close(fd);
-	if (!found)
-		fail_msg("symbol %s not in %s", sym, name);
 	return value;
 }
 

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 
+#include "elf_symbol.h"
 #include "symbolizer/cache.h"
 #include "symbolizer/demangle.h"
 #include "symbolizer/sym_result.h"
@@ -55,37 +56,12 @@ static int open_fixture(const char *name)
 	return fd;
 }
 
-/* Value of symbol `sym` in the .symtab of fixture `name`, via libelf. */
+/* Value of symbol `sym` in the .symtab of fixture `name`. */
 static uint64_t sym_addr(const char *name, const char *sym)
 {
 	int fd = open_fixture(name);
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	assert_non_null(elf);
-	Elf_Scn *scn = NULL;
-	uint64_t value = 0;
-	bool found = false;
-	while (!found && (scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		gelf_getshdr(scn, &sh);
-		if (sh.sh_type != SHT_SYMTAB)
-			continue;
-		Elf_Data *data = elf_getdata(scn, NULL);
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym s;
-			gelf_getsym(data, (int)i, &s);
-			const char *n = elf_strptr(elf, sh.sh_link, s.st_name);
-			if (n && strcmp(n, sym) == 0) {
-				value = s.st_value;
-				found = true;
-				break;
-			}
-		}
-	}
-	elf_end(elf);
+	uint64_t value = test_elf_symbol(fd, name, sym, NULL);
 	close(fd);
-	if (!found)
-		fail_msg("symbol %s not in %s", sym, name);
 	return value;
 }
 
