@@ -54,18 +54,8 @@ static uint64_t now_unix_ns(void)
 
 static enum MHD_Result busy(struct MHD_Connection *c)
 {
-	char *text = strdup("{\"error\":\"another flame graph is being built; retry\"}");
-	if (!text)
-		return MHD_NO;
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-	return opal_http_queue(c, 503, resp);
+	return opal_http_send_error_with(c, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
+					 "another flame graph is being built; retry");
 }
 
 /* Adds the listed profiles to `fg`; returns how many were used, or

@@ -55,6 +55,11 @@ struct opal_http_req {
 enum MHD_Result opal_http_send_json(struct MHD_Connection *c, unsigned status, json_t *body);
 enum MHD_Result opal_http_send_error(struct MHD_Connection *c, unsigned status,
 				     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same {"error":...} answer with one more header (`header`: `value`),
+ * e.g. Allow on 405, WWW-Authenticate on 401, Retry-After on 503. */
+enum MHD_Result opal_http_send_error_with(struct MHD_Connection *c, unsigned status,
+					  const char *header, const char *value,
+					  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* `buf` (len bytes) is taken over (freed by libmicrohttpd). */
 enum MHD_Result opal_http_send_buffer(struct MHD_Connection *c, unsigned status,
 				      const char *content_type, void *buf, size_t len);

@@ -62,15 +62,47 @@ enum MHD_Result opal_http_send_json(struct MHD_Connection *c, unsigned status, j
 	return opal_http_send_buffer(c, status, "application/json", text, len);
 }
 
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *header,
+				  const char *value, const char *fmt, va_list ap)
+{
+	char reason[512];
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	json_t *j = json_pack("{s:s}", "error", reason);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	if (!text)
+		return MHD_NO;
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	if (header)
+		MHD_add_response_header(resp, header, value);
+	return opal_http_queue(c, status, resp);
+}
+
 enum MHD_Result opal_http_send_error(struct MHD_Connection *c, unsigned status,
 				     const char *fmt, ...)
 {
-	char reason[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(reason, sizeof(reason), fmt, ap);
+	enum MHD_Result r = send_error(c, status, NULL, NULL, fmt, ap);
 	va_end(ap);
-	return opal_http_send_json(c, status, json_pack("{s:s}", "error", reason));
+	return r;
+}
+
+enum MHD_Result opal_http_send_error_with(struct MHD_Connection *c, unsigned status,
+					  const char *header, const char *value,
+					  const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	enum MHD_Result r = send_error(c, status, header, value, fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 /* ---- routing and authentication ---------------------------------------------------- */
@@ -144,24 +176,11 @@ static unsigned check_token(const struct opal_http_server *h, struct MHD_Connect
 static enum MHD_Result refuse_auth(struct MHD_Connection *c, unsigned status)
 {
 	opal_metrics_upload(OPAL_UPLOAD_UNAUTHORIZED);
-	const char *why = status == 401 ? "missing bearer token (Authorization: Bearer <token>)"
-					: "wrong bearer token";
-	char *text = NULL;
-	json_t *j = json_pack("{s:s}", "error", why);
-	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
-	if (!text)
-		return MHD_NO;
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	if (status == 401)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-	return opal_http_queue(c, status, resp);
+		return opal_http_send_error_with(c, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer",
+						 "missing bearer token (Authorization: Bearer "
+						 "<token>)");
+	return opal_http_send_error(c, status, "wrong bearer token");
 }
 
 /* Declared body length, or -1 when none (chunked) or unparsable. */
@@ -216,22 +235,9 @@ static enum MHD_Result on_headers(struct opal_http_server *h, struct MHD_Connect
 	switch (r->route) {
 	case OPAL_ROUTE_NOT_FOUND:
 		return opal_http_send_error(c, 404, "no such endpoint: %.200s", url);
-	case OPAL_ROUTE_BAD_METHOD: {
-		char reason[300];
-		snprintf(reason, sizeof(reason), "method %.16s not allowed on %.200s", method, url);
-		char *text = json_dumps(json_pack("{s:s}", "error", reason), JSON_COMPACT);
-		struct MHD_Response *resp =
-			text ? MHD_create_response_from_buffer(strlen(text), text,
-								MHD_RESPMEM_MUST_FREE)
-			     : NULL;
-		if (!resp) {
-			free(text);
-			return MHD_NO;
-		}
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allowed_methods(url));
-		return opal_http_queue(c, 405, resp);
-	}
+	case OPAL_ROUTE_BAD_METHOD:
+		return opal_http_send_error_with(c, 405, MHD_HTTP_HEADER_ALLOW, allowed_methods(url),
+						 "method %.16s not allowed on %.200s", method, url);
 	case OPAL_ROUTE_HEALTHZ:
 		return opal_http_send_json(c, 200, json_pack("{s:s}", "status", "ok"));
 	case OPAL_ROUTE_METRICS:
