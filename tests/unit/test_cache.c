@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "tmp_db.h"
 #include "symbolizer/cache.h"
 #include "symbolizer/sym_codec.h"
 #include "symbolizer/sym_memcache.h"
@@ -168,26 +169,6 @@ static void test_codec_long_names(void **state)
 		assert_string_equal(d, cases[i].out);
 		free(d);
 	}
-}
-
-static void tmp_db(char *path, size_t len)
-{
-	snprintf(path, len, "/tmp/opal-test-cache-XXXXXX");
-	assert_non_null(mkdtemp(path));
-	strncat(path, "/state.db", len - strlen(path) - 1);
-}
-
-static void rm_db(const char *path)
-{
-	char p[PATH_MAX];
-	static const char *const sfx[] = { "", "-wal", "-shm", ".corrupt" };
-	for (int i = 0; i < 4; i++) {
-		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-		unlink(p);
-	}
-	snprintf(p, sizeof(p), "%s", path);
-	*strrchr(p, '/') = '\0';
-	rmdir(p);
 }
 
 static void test_cache_frames(void **state)

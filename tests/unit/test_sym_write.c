@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "elf_symbol.h"
+#include "tmp_db.h"
 #include "fake_http.h"
 #include "symbolizer/cache.h"
 #include "symbolizer/http_client.h"
@@ -73,26 +74,6 @@ static opal_file_id make_id(uint8_t tag)
 	for (int i = 0; i < OPAL_FILE_ID_LEN; i++)
 		id.b[i] = (uint8_t)(tag * 37 + i);
 	return id;
-}
-
-static void tmp_db(char *path, size_t len)
-{
-	snprintf(path, len, "/tmp/opal-test-symwrite-XXXXXX");
-	assert_non_null(mkdtemp(path));
-	strncat(path, "/state.db", len - strlen(path) - 1);
-}
-
-static void rm_db(const char *path)
-{
-	char p[PATH_MAX];
-	static const char *const sfx[] = { "", "-wal", "-shm" };
-	for (int i = 0; i < 3; i++) {
-		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-		unlink(p);
-	}
-	snprintf(p, sizeof(p), "%s", path);
-	*strrchr(p, '/') = '\0';
-	rmdir(p);
 }
 
 /* A result owning heap copies of two frames named after `tag`. */

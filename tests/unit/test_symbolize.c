@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "elf_symbol.h"
+#include "tmp_db.h"
 #include "symbolizer/cache.h"
 #include "symbolizer/demangle.h"
 #include "symbolizer/sym_result.h"
@@ -616,26 +617,6 @@ static void test_mem_hits(void **state)
 	assert_int_equal(st.misses, 1);
 	assert_int_equal(st.mem_hits, 2);
 	opal_symbolizer_free(s);
-}
-
-static void tmp_db(char *path, size_t len)
-{
-	snprintf(path, len, "/tmp/opal-test-sym-XXXXXX");
-	assert_non_null(mkdtemp(path));
-	strncat(path, "/state.db", len - strlen(path) - 1);
-}
-
-static void rm_db(const char *path)
-{
-	char p[PATH_MAX];
-	static const char *const sfx[] = { "", "-wal", "-shm" };
-	for (int i = 0; i < 3; i++) {
-		snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-		unlink(p);
-	}
-	snprintf(p, sizeof(p), "%s", path);
-	*strrchr(p, '/') = '\0';
-	rmdir(p);
 }
 
 /* Restart: a new symbolizer over the reopened cache answers without the
