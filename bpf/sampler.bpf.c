@@ -7,7 +7,7 @@
  * state. Whatever BPF cannot finish (a process or mapping userspace has not
  * loaded yet, a table not built yet) goes to userspace as a deferred
  * sample with the registers and a copy of the stack, where
- * collector/unwind_user.c continues with the same step function.
+ * collector/unwind/unwind_user.c continues with the same step function.
  * Record layouts: sampler.h; design: docs/unwinding.md. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -25,11 +25,18 @@ char LICENSE[] SEC("license") = "GPL";
 	bpf_probe_read_user((dst), (size), (const void *)(unsigned long)(addr))
 #include "unwind_step.h"
 
-/* Sized by userspace with bpf_map__set_max_entries before load. */
+/* Samples. Sized by userspace with bpf_map__set_max_entries before load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
+
+/* Exec and exit events, apart from samples so that a burst of samples
+ * cannot crowd them out (and the other way round). Sized likewise. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} lifecycle SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -106,14 +113,40 @@ struct {
 	__array(values, struct procmaps_inner);
 } proc_maps SEC(".maps");
 
-/* Processes with a sample deferred as unknown (no mapping array yet): their
- * exit event lists their executable VMAs. */
+/* Processes with a sample deferred as unknown (no mapping array yet) or
+ * stale (a mapping the array does not have): their exit event lists their
+ * executable VMAs. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, OPAL_MAX_UNKNOWN_PIDS);
 	__type(key, __u32);
 	__type(value, __u8);
 } unknown_pids SEC(".maps");
+
+/* tgid -> the executable file mappings it made, for kernels without the
+ * VMA iterator (opal_mmap; loaded only there). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, OPAL_MMAP_PROCS);
+	__type(key, __u32);
+	__type(value, struct opal_mmap_vmas);
+} mmap_vmas SEC(".maps");
+
+/* tgid -> CPython walk parameters (interp.h), written by the collector. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OPAL_INTERP_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct opal_py_walk);
+} interp_procs SEC(".maps");
+
+/* tid -> the thread's PyThreadState as last found (interp_python.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, OPAL_INTERP_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct opal_py_thread);
+} interp_threads SEC(".maps");
 
 /* The record being built and the walk's scratch state, one per CPU (a
  * perf_event program does not nest on a CPU), indexed by CPU number: a
@@ -124,6 +157,9 @@ struct scratch {
 	__u64 sc[17];      /* signal frame registers */
 	__u32 done;        /* the walk ended (or was deferred) */
 	__u32 vma_used;    /* bpf_find_vma already called in this sample */
+	__u32 fp_gap;      /* the last frame was found by frame pointers from a
+			    * PC without FDE: a guess, taken back unless its
+			    * PC lies in a known mapping */
 };
 
 struct {
@@ -140,6 +176,9 @@ static __always_inline void count(__u32 slot)
 	if (v)
 		*v += 1;
 }
+
+#include "interp_python.h"
+#include "thread_ctx_read.h"
 
 /* ---- mapping and rule lookup -------------------------------------------- */
 
@@ -177,7 +216,7 @@ static __always_inline struct opal_unwind_mapping *find_mapping(void *pmaps, __u
 #define RULE_ENTRY   3   /* no unwind info, but the file's entry code: outermost */
 
 /* The rule body for ELF virtual address `vaddr` in table `slot`: the
- * reference lookup of collector/unwind_lookup.c. */
+ * reference lookup of collector/unwind/table/unwind_lookup.c. */
 static __always_inline int find_body(__u32 slot, __u64 vaddr, struct opal_unwind_body **out)
 {
 	struct opal_unwind_table_info *info = bpf_map_lookup_elem(&unwind_info, &slot);
@@ -271,6 +310,7 @@ struct walk_ctx {
 	struct scratch *s;
 	void *pmaps;
 	__u32 n_maps;
+	__u32 tgid;
 };
 
 static __always_inline void push(struct opal_sample_event *ev, __u64 value, __u8 flags)
@@ -341,14 +381,25 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 	regs = &ev->regs;
 	pc = regs->r[OPAL_DWARF_PC];
 	m = find_mapping(w->pmaps, w->n_maps, pc);
+	if (!m && s->fp_gap) {
+		ev->ustack_n--;   /* not a frame: the code had no frame pointers either */
+		stop_error(s, OPAL_UERR_NO_UNWIND_INFO);
+		return 1;
+	}
+	s->fp_gap = 0;
 	if (!m) {
 		/* a new mapping (dlopen, JIT) userspace has not seen, or a
 		 * PC in nothing executable: the kernel knows which */
 		rc = lookup_vma(s, pc, &v);
-		if (rc == -2 || (rc == 0 && !v.exec))
+		if (rc == -2 || (rc == 0 && !v.exec)) {
 			stop_error(s, OPAL_UERR_NO_MAPPING);
-		else
+		} else {
+			__u8 one = 1;
 			defer(s, OPAL_SAMPLE_STALE);
+			/* userspace reads its maps again: in case the process
+			 * is gone by then, its exit event lists them */
+			bpf_map_update_elem(&unknown_pids, &w->tgid, &one, BPF_ANY);
+		}
 		return 1;
 	}
 	/* The leaf's mapping is checked against the kernel's VMA (at most
@@ -362,7 +413,13 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 		defer(s, OPAL_SAMPLE_PENDING);
 		return 1;
 	}
-	if (m->slot == OPAL_SLOT_NONE) {
+	if (m->flags & OPAL_MAPPING_JIT) {
+		__u64 code = 0;
+		if (bpf_probe_read_user(&code, sizeof(code), (const void *)pc) < 0)
+			code = 0;
+		rc = opal_unwind_jit_step(regs, code, NULL);
+		flags = OPAL_UFRAME_FP;
+	} else if (m->slot == OPAL_SLOT_NONE) {
 		rc = opal_unwind_fp_step(regs, NULL);
 		flags = OPAL_UFRAME_FP;
 	} else {
@@ -379,17 +436,25 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 			return 1;
 		}
 		if (rc == RULE_GAP || !b) {
-			stop_error(s, OPAL_UERR_NO_UNWIND_INFO);
-			return 1;
+			/* no FDE: code built without unwind tables, which
+			 * may keep frame pointers (docs/unwinding.md) */
+			rc = opal_unwind_fp_step(regs, NULL);
+			if (rc != OPAL_STEP_OK) {
+				stop_error(s, OPAL_UERR_NO_UNWIND_INFO);
+				return 1;
+			}
+			flags = OPAL_UFRAME_FP;
+			s->fp_gap = 1;
+		} else {
+			/* the kernel "returns" into a signal trampoline: its
+			 * PC was never a call's return address */
+			if (OPAL_UNWIND_KIND(b->cfa) == OPAL_CFA_SIGNAL) {
+				__u32 top = (__u32)ev->ustack_n - 1;
+				if (top < OPAL_USTACK_SLOTS)
+					ev->uflags[top] &= ~OPAL_UFRAME_RETURN;
+			}
+			rc = opal_unwind_step(b, regs, s->sc, NULL);
 		}
-		/* the kernel "returns" into a signal trampoline: its PC was
-		 * never a call's return address */
-		if (OPAL_UNWIND_KIND(b->cfa) == OPAL_CFA_SIGNAL) {
-			__u32 top = (__u32)ev->ustack_n - 1;
-			if (top < OPAL_USTACK_SLOTS)
-				ev->uflags[top] &= ~OPAL_UFRAME_RETURN;
-		}
-		rc = opal_unwind_step(b, regs, s->sc, NULL);
 	}
 	if (rc == OPAL_STEP_END) {
 		s->done = 1;
@@ -416,81 +481,183 @@ static long walk_step(__u32 index, struct walk_ctx *w)
  * merging them into pointer arithmetic the verifier refuses. */
 #define UREG(ctx, i) (*(volatile const __u64 *)((const char *)(ctx) + (i) * 8))
 
+/* The user registers a task saved at its last kernel entry (its pt_regs):
+ * 0, or -1 when they are not user mode ones. */
+static __always_inline int task_user_regs(struct task_struct *task, struct opal_sample_event *ev)
+{
+	struct opal_unwind_regs *r = &ev->regs;
+	struct pt_regs *kr = (struct pt_regs *)bpf_task_pt_regs(task);
+
+	if (!kr || (kr->cs & 3) != 3)
+		return -1;
+	ev->flags |= OPAL_SAMPLE_KERNEL_MODE;
+	r->r[0] = kr->ax;
+	r->r[1] = kr->dx;
+	r->r[2] = kr->cx;
+	r->r[3] = kr->bx;
+	r->r[4] = kr->si;
+	r->r[5] = kr->di;
+	r->r[6] = kr->bp;
+	r->r[7] = kr->sp;
+	r->r[8] = kr->r8;
+	r->r[9] = kr->r9;
+	r->r[10] = kr->r10;
+	r->r[11] = kr->r11;
+	r->r[12] = kr->r12;
+	r->r[13] = kr->r13;
+	r->r[14] = kr->r14;
+	r->r[15] = kr->r15;
+	r->r[16] = kr->ip;
+	r->valid = OPAL_REGS_ALL_VALID;
+	r->flags = OPAL_REGS_EXACT_PC;
+	return 0;
+}
+
 /* The user registers of the interrupted task: the perf event's when it was
  * interrupted in user mode, else those saved at its last kernel entry. */
 static __always_inline int user_regs(struct bpf_perf_event_data *ctx, struct task_struct *task,
 				     struct opal_sample_event *ev)
 {
 	struct opal_unwind_regs *r = &ev->regs;
-	struct pt_regs *kr;
 
-	if ((UREG(ctx, 17) & 3) == 3) {   /* cs: user mode */
-		r->r[0] = UREG(ctx, 10);   /* rax */
-		r->r[1] = UREG(ctx, 12);   /* rdx */
-		r->r[2] = UREG(ctx, 11);   /* rcx */
-		r->r[3] = UREG(ctx, 5);    /* rbx */
-		r->r[4] = UREG(ctx, 13);   /* rsi */
-		r->r[5] = UREG(ctx, 14);   /* rdi */
-		r->r[6] = UREG(ctx, 4);    /* rbp */
-		r->r[7] = UREG(ctx, 19);   /* rsp */
-		r->r[8] = UREG(ctx, 9);
-		r->r[9] = UREG(ctx, 8);
-		r->r[10] = UREG(ctx, 7);
-		r->r[11] = UREG(ctx, 6);
-		r->r[12] = UREG(ctx, 3);
-		r->r[13] = UREG(ctx, 2);
-		r->r[14] = UREG(ctx, 1);
-		r->r[15] = UREG(ctx, 0);
-		r->r[16] = UREG(ctx, 16);  /* rip */
-	} else {
-		kr = (struct pt_regs *)bpf_task_pt_regs(task);
-		if (!kr || (kr->cs & 3) != 3)
-			return -1;
-		ev->flags |= OPAL_SAMPLE_KERNEL_MODE;
-		r->r[0] = kr->ax;
-		r->r[1] = kr->dx;
-		r->r[2] = kr->cx;
-		r->r[3] = kr->bx;
-		r->r[4] = kr->si;
-		r->r[5] = kr->di;
-		r->r[6] = kr->bp;
-		r->r[7] = kr->sp;
-		r->r[8] = kr->r8;
-		r->r[9] = kr->r9;
-		r->r[10] = kr->r10;
-		r->r[11] = kr->r11;
-		r->r[12] = kr->r12;
-		r->r[13] = kr->r13;
-		r->r[14] = kr->r14;
-		r->r[15] = kr->r15;
-		r->r[16] = kr->ip;
-	}
+	if ((UREG(ctx, 17) & 3) != 3)   /* cs: kernel mode */
+		return task_user_regs(task, ev);
+	r->r[0] = UREG(ctx, 10);   /* rax */
+	r->r[1] = UREG(ctx, 12);   /* rdx */
+	r->r[2] = UREG(ctx, 11);   /* rcx */
+	r->r[3] = UREG(ctx, 5);    /* rbx */
+	r->r[4] = UREG(ctx, 13);   /* rsi */
+	r->r[5] = UREG(ctx, 14);   /* rdi */
+	r->r[6] = UREG(ctx, 4);    /* rbp */
+	r->r[7] = UREG(ctx, 19);   /* rsp */
+	r->r[8] = UREG(ctx, 9);
+	r->r[9] = UREG(ctx, 8);
+	r->r[10] = UREG(ctx, 7);
+	r->r[11] = UREG(ctx, 6);
+	r->r[12] = UREG(ctx, 3);
+	r->r[13] = UREG(ctx, 2);
+	r->r[14] = UREG(ctx, 1);
+	r->r[15] = UREG(ctx, 0);
+	r->r[16] = UREG(ctx, 16);  /* rip */
 	r->valid = OPAL_REGS_ALL_VALID;
 	r->flags = OPAL_REGS_EXACT_PC;
 	return 0;
 }
 
-/* Copies whole pages from the one holding RSP up, until a page is
- * unreadable (the end of the stack) or OPAL_STACK_COPY_PAGES. */
-static __always_inline void copy_stack(struct opal_sample_event *ev)
-{
-	__u64 base = ev->regs.r[OPAL_DWARF_RSP] & ~(__u64)(OPAL_STACK_PAGE - 1);
-	__u32 len = 0;
+/* ---- the stack copy of a deferred sample ------------------------------------ */
 
-	ev->stack_addr = base;
-#pragma unroll
-	for (int i = 0; i < OPAL_STACK_COPY_PAGES; i++) {
-		if (bpf_probe_read_user(ev->stack + i * OPAL_STACK_PAGE, OPAL_STACK_PAGE,
-					(const void *)(unsigned long)(base + i * OPAL_STACK_PAGE)) < 0)
-			break;
-		len += OPAL_STACK_PAGE;
+/* A copy of whole pages of user memory from `addr` (page aligned) into
+ * ev->stack at byte `at`, until `top` (exclusive; 0: none), an unreadable
+ * page or the end of ev->stack: `len` bytes copied, `end` set when it
+ * stopped at `top` or an unreadable page. One page per bpf_loop step (a
+ * plain loop costs the verifier a pass per page). */
+struct page_copy {
+	struct opal_sample_event *ev;
+	__u64 addr, top;
+	__u32 at, len;
+	bool end;
+};
+
+static long copy_page(__u32 i, struct page_copy *c)
+{
+	__u32 dst;
+
+	if (c->top && c->addr + c->len >= c->top) {
+		c->end = true;
+		return 1;
 	}
-	ev->stack_len = len;
+	dst = c->at + c->len;
+	barrier_var(dst);   /* bound the register used as the offset */
+	if (dst > OPAL_STACK_COPY - OPAL_STACK_PAGE)
+		return 1;
+	if (bpf_probe_read_user(c->ev->stack + dst, OPAL_STACK_PAGE,
+				(const void *)(unsigned long)(c->addr + c->len)) < 0) {
+		c->end = true;
+		return 1;
+	}
+	c->len += OPAL_STACK_PAGE;
+	return 0;
 }
 
-/* Walks the user stack of the current task into s->ev. */
-static __always_inline void unwind_user(struct bpf_perf_event_data *ctx, struct scratch *s,
-					struct task_struct *task, __u32 tgid)
+static __always_inline __u32 copy_pages(struct opal_sample_event *ev, __u32 at, __u64 addr,
+					__u64 top, bool *end)
+{
+	struct page_copy c = { .ev = ev, .addr = addr, .top = top, .at = at };
+
+	bpf_loop(OPAL_STACK_COPY_PAGES, copy_page, &c, 0);
+	*end = c.end;
+	return c.len;
+}
+
+/* The search for the outermost signal frame on an alternate signal stack,
+ * in region 0 of the copy. */
+struct sigframe_scan {
+	struct opal_sample_event *ev;
+	__u64 base, len;      /* region 0: user address and bytes */
+	__u64 top;            /* the signal stack's top */
+	__u64 ss_sp, ss_size; /* the thread's sigaltstack */
+	__u64 rsp;            /* found: the stack pointer the signal interrupted */
+};
+
+/* Candidate i, from the top down: a struct ucontext (16-byte aligned, as
+ * the kernel's align_sigframe leaves it) whose uc_stack is the thread's
+ * signal stack (arch/x86/kernel/signal.c saves it there). */
+static long sigframe_probe(__u32 i, struct sigframe_scan *c)
+{
+	__u64 uc = ((c->top - OPAL_SIGFRAME_SIZE) & ~15ull) - (__u64)i * 16, off;
+	__u64 *w;
+
+	if (uc < c->base)
+		return 1;
+	off = uc - c->base;
+	if (off + OPAL_SIGFRAME_SIZE > c->len)
+		return 0;   /* above the copied part */
+	barrier_var(off);
+	if (off > OPAL_STACK_COPY - OPAL_SIGFRAME_SIZE)
+		return 1;
+	w = (__u64 *)(c->ev->stack + off);
+	if (w[OPAL_UCONTEXT_SS_SP / 8] != c->ss_sp || w[OPAL_UCONTEXT_SS_SIZE / 8] != c->ss_size)
+		return 0;
+	c->rsp = w[OPAL_SIGFRAME_RSP / 8];
+	return 1;
+}
+
+/* Copies the user stack for the userspace walk (bpf/unwind.h): region 0
+ * from the page holding RSP up; when RSP is on the thread's alternate
+ * signal stack, region 0 ends at that stack's top and region 1 holds the
+ * stack its outermost signal frame says was interrupted. A handler using
+ * SS_AUTODISARM runs with the settings cleared: its samples get region 0
+ * only. */
+static __always_inline void copy_stack(struct opal_sample_event *ev, struct task_struct *task)
+{
+	__u64 rsp = ev->regs.r[OPAL_DWARF_RSP], base = rsp & ~(__u64)(OPAL_STACK_PAGE - 1);
+	__u64 ss_sp = task->sas_ss_sp, ss_size = task->sas_ss_size, top = 0;
+	struct sigframe_scan c = {};
+	__u32 len0, len1;
+	bool end;
+
+	if (ss_size && rsp - ss_sp < ss_size)
+		top = ss_sp + ss_size;
+	len0 = copy_pages(ev, 0, base, top, &end);
+	ev->regions[0] = (struct opal_stack_region){ base, len0, end ? OPAL_REGION_END : 0 };
+	ev->regions[1] = (struct opal_stack_region){};
+	ev->stack_len = len0;
+	if (!top || !end)
+		return;
+	c = (struct sigframe_scan){ ev, base, len0, top, ss_sp, ss_size, 0 };
+	bpf_loop(OPAL_SIGFRAME_SCAN / 16, sigframe_probe, &c, 0);
+	if (c.rsp == 0 || c.rsp - ss_sp < ss_size)
+		return;
+	base = c.rsp & ~(__u64)(OPAL_STACK_PAGE - 1);
+	len1 = copy_pages(ev, len0, base, 0, &end);
+	ev->regions[1] = (struct opal_stack_region){ base, len1, end ? OPAL_REGION_END : 0 };
+	ev->stack_len = len0 + len1;
+}
+
+/* Walks the user stack of the current task into s->ev from the registers
+ * in s->ev.regs (`regs`: 0, or -1 when there were no user registers). */
+static __always_inline void unwind_user(struct scratch *s, struct task_struct *task, __u32 tgid,
+					int regs)
 {
 	struct opal_sample_event *ev = &s->ev;
 	struct opal_unwind_proc_hdr *hdr;
@@ -499,10 +666,11 @@ static __always_inline void unwind_user(struct bpf_perf_event_data *ctx, struct 
 	__u8 one = 1;
 	__u64 mm;
 
-	if (user_regs(ctx, task, ev) < 0) {
+	if (regs < 0) {
 		stop_error(s, OPAL_UERR_NO_REGS);
 		return;
 	}
+	w.tgid = tgid;
 	push(ev, ev->regs.r[OPAL_DWARF_PC], 0);
 	w.pmaps = bpf_map_lookup_elem(&proc_maps, &tgid);
 	hdr = w.pmaps ? bpf_map_lookup_elem(w.pmaps, &zero) : NULL;
@@ -523,6 +691,92 @@ static __always_inline void unwind_user(struct bpf_perf_event_data *ctx, struct 
 		stop_error(s, OPAL_UERR_TRUNCATED);
 }
 
+/* Starts the record of a sample of the current task in s->ev: its head,
+ * no frames yet. */
+static __always_inline struct opal_sample_event *sample_begin(struct scratch *s, __u64 pid_tgid,
+							      __u32 cpu)
+{
+	struct opal_sample_event *ev = &s->ev;
+
+	s->done = 0;
+	s->vma_used = 0;
+	s->fp_gap = 0;
+	ev->kind = OPAL_EVENT_SAMPLE;
+	ev->pid = pid_tgid >> 32;
+	ev->tid = (__u32)pid_tgid;
+	ev->cpu = cpu;
+	ev->ktime_ns = bpf_ktime_get_ns();
+	ev->off_cpu_ns = 0;
+	ev->flags = 0;
+	ev->ustack_n = 0;
+	ev->stack_len = 0;
+	ev->iframes_n = 0;
+	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
+	return ev;
+}
+
+/* No user stack for kernel threads, nor during execve: past its point of
+ * no return the saved user registers belong to the old image and the
+ * address space to the new one. */
+static __always_inline bool has_user_stack(struct task_struct *task)
+{
+	return !(task->flags & OPAL_PF_KTHREAD) && !BPF_CORE_READ_BITFIELD_PROBED(task, in_execve);
+}
+
+/* The user part of s->ev from the user registers `regs` got (0, or -1
+ * without any): the walk, the interpreter frames, and the stack copy of a
+ * walk deferred to userspace. */
+static __always_inline void sample_user(struct scratch *s, struct task_struct *task, __u32 tgid,
+					int regs)
+{
+	struct opal_sample_event *ev = &s->ev;
+
+	unwind_user(s, task, tgid, regs);
+	py_record(ev, task, tgid, ev->tid);
+	if (ev->flags & OPAL_SAMPLE_DEFERRED)
+		copy_stack(ev, task);
+}
+
+/* Submit flags of a record the reader need not act on at once: it waits
+ * for the next poll unless the ring is half full (off-CPU samples at a
+ * high rate of context switches fill it faster than the poll drains). */
+static __always_inline __u64 events_wakeup(void)
+{
+	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+
+	return avail * 2 >= size ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+/* Writes s->ev into the sample ring, counting a failure in `lost`. */
+static __always_inline void sample_send(struct scratch *s, __u32 lost)
+{
+	struct opal_sample_event *ev = &s->ev;
+	__u64 size;
+
+	if (ev->flags & OPAL_SAMPLE_DEFERRED)
+		size = OPAL_SAMPLE_FIXED_SIZE + (__u64)ev->stack_len;
+	else   /* only the interpreter frames recorded */
+		size = OPAL_SAMPLE_HEAD_SIZE + (__u64)ev->iframes_n * sizeof(ev->iframes[0]);
+	/* The bound must be on the register passed as the size: without
+	 * the barrier clang compares stack_len instead, and verifiers older
+	 * than the tracking of "linked" registers with a constant delta
+	 * (commit 98d7ca374ba4, 2024) do not carry a bound from a register
+	 * to register + constant ("R3 unbounded memory access" on 6.1;
+	 * docs/unwinding.md). */
+	barrier_var(size);
+	if (size > sizeof(*ev))
+		size = sizeof(*ev);
+	/* Waking the reader costs an irq_work self-interrupt and a context
+	 * switch: only records it must act on at once (a process or mapping
+	 * it does not know yet, before the process may exit) wake it; the
+	 * rest wait for its next poll (at most 100 ms later). */
+	if (bpf_ringbuf_output(&events, ev, size,
+			       ev->flags & (OPAL_SAMPLE_UNKNOWN_PROC | OPAL_SAMPLE_STALE |
+					    OPAL_SAMPLE_PENDING) ? 0 : events_wakeup()) < 0)
+		count(lost);
+}
+
 SEC("perf_event")
 int opal_sample(struct bpf_perf_event_data *ctx)
 {
@@ -531,7 +785,6 @@ int opal_sample(struct bpf_perf_event_data *ctx)
 	struct opal_sample_event *ev;
 	struct task_struct *task;
 	struct scratch *s;
-	__u64 size;
 	long n;
 
 	count(OPAL_CTR_SAMPLES);
@@ -546,52 +799,158 @@ int opal_sample(struct bpf_perf_event_data *ctx)
 	s = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!s)
 		return 0;
-	ev = &s->ev;
-	s->done = 0;
-	s->vma_used = 0;
-	ev->kind = OPAL_EVENT_SAMPLE;
-	ev->pid = tgid;
-	ev->tid = (__u32)pid_tgid;
-	ev->cpu = cpu;
-	ev->ktime_ns = bpf_ktime_get_ns();
-	ev->flags = 0;
-	ev->ustack_n = 0;
-	ev->stack_len = 0;
-	ev->stack_addr = 0;
-	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
-
+	ev = sample_begin(s, pid_tgid, cpu);
 	n = bpf_get_stack(ctx, ev->kstack, sizeof(ev->kstack), 0);
 	ev->kstack_n = n < 0 ? (__s32)n : (__s32)(n / sizeof(__u64));
 
 	task = bpf_get_current_task_btf();
-	/* no user stack for kernel threads, nor during execve: past its
-	 * point of no return the saved user registers belong to the old
-	 * image and the address space to the new one */
-	if (!(task->flags & OPAL_PF_KTHREAD) && !BPF_CORE_READ_BITFIELD_PROBED(task, in_execve)) {
-		unwind_user(ctx, s, task, tgid);
-		if (ev->flags & OPAL_SAMPLE_DEFERRED)
-			copy_stack(ev);
+	if (has_user_stack(task)) {
+		sample_user(s, task, tgid, user_regs(ctx, task, ev));
+		/* CPU samples only: an off-CPU sample's time and CPU become
+		 * those of its end record, which no thread context record
+		 * could be paired by (docs/correlation.md) */
+		tctx_record(ev, task, tgid);
 	}
-	size = OPAL_SAMPLE_FIXED_SIZE;
-	if (ev->flags & OPAL_SAMPLE_DEFERRED)
-		size += (__u64)ev->stack_len;
-	if (size > sizeof(*ev))
-		size = sizeof(*ev);
-	/* Waking the reader costs an irq_work self-interrupt and a context
-	 * switch: only records it must act on at once (a process or mapping
-	 * it does not know yet, before the process may exit) wake it; the
-	 * rest, exec and exit events included, wait for its next poll (at
-	 * most 100 ms later). */
-	if (bpf_ringbuf_output(&events, ev, size,
-			       ev->flags & (OPAL_SAMPLE_UNKNOWN_PROC | OPAL_SAMPLE_STALE |
-					    OPAL_SAMPLE_PENDING) ? 0 : BPF_RB_NO_WAKEUP) < 0)
-		count(OPAL_CTR_LOST);
+	sample_send(s, OPAL_CTR_LOST);
 	return 0;
+}
+
+/* ---- off-CPU samples (docs/offcpu.md) --------------------------------------- */
+
+/* The share of blocking switches recorded, of 2^32 (2^32: every one);
+ * set by the collector before load. */
+const volatile __u64 offcpu_threshold = 0;
+
+/* tid -> bpf_ktime_get_ns() when the thread blocked, for the blocks the
+ * threshold chose, until the thread runs again. A hash, not a per-CPU
+ * map: the thread may run again on any CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OPAL_OFFCPU_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, __u64);
+} offcpu_start SEC(".maps");
+
+/* The off-CPU record being built, one per CPU like `scratch`, apart from
+ * it so that neither program ever writes into the other's record. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} offcpu_scratch SEC(".maps");
+
+/* Kernel frames of the tracepoint's own call above __schedule. */
+#define OPAL_OFFCPU_SKIP 2
+
+/* include/linux/sched.h: states of a task that will not run again */
+#define OPAL_EXIT_ZOMBIE 0x0020
+#define OPAL_EXIT_DEAD   0x0010
+#define OPAL_TASK_DEAD   0x0080
+
+/* The switch out of `prev` (the current task): a user task leaving the CPU
+ * in a sleeping state (not preempted, not yielding with TASK_RUNNING, not
+ * exiting), when the threshold picks it, has its start recorded and its
+ * stack sent, walked as the CPU sampler walks it. The sample's value
+ * follows in the OPAL_EVENT_OFFCPU_END record of its run again: a
+ * thread's memory can only be read while it is the current task. */
+static __always_inline void offcpu_out(void *ctx, struct task_struct *prev)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32, cpu;
+	struct opal_sample_event *ev;
+	struct scratch *s;
+	unsigned int state;
+	long n;
+
+	if (tgid == 0 || (prev->flags & OPAL_PF_KTHREAD) || tid != (__u32)prev->pid)
+		return;
+	state = prev->__state;
+	if (state == 0 || (state & (OPAL_EXIT_ZOMBIE | OPAL_EXIT_DEAD | OPAL_TASK_DEAD)))
+		return;
+	if (bpf_map_lookup_elem(&excluded, &tgid))
+		return;
+	count(OPAL_CTR_OFFCPU_SWITCHES);
+	if ((__u64)bpf_get_prandom_u32() >= offcpu_threshold)
+		return;
+	count(OPAL_CTR_OFFCPU_SAMPLED);
+	cpu = bpf_get_smp_processor_id();
+	s = bpf_map_lookup_elem(&offcpu_scratch, &cpu);
+	if (!s)
+		return;
+	ev = sample_begin(s, pid_tgid, cpu);
+	if (bpf_map_update_elem(&offcpu_start, &tid, &ev->ktime_ns, BPF_ANY) < 0) {
+		count(OPAL_CTR_OFFCPU_FULL);
+		return;
+	}
+	ev->flags = OPAL_SAMPLE_OFF_CPU;
+	/* the leaf is __schedule: this program and bpf_trace_run4 skipped */
+	n = bpf_get_stack(ctx, ev->kstack, sizeof(ev->kstack), OPAL_OFFCPU_SKIP & BPF_F_SKIP_FIELD_MASK);
+	ev->kstack_n = n < 0 ? (__s32)n : (__s32)(n / sizeof(__u64));
+	if (has_user_stack(prev))
+		sample_user(s, prev, tgid, task_user_regs(prev, ev));
+	/* A deferred record carries up to 128 KiB of stack: once the ring is
+	 * half full they go first, so that a burst of blocking new processes
+	 * does not crowd out the few-KiB records of the rest. */
+	if ((ev->flags & OPAL_SAMPLE_DEFERRED) && events_wakeup() == BPF_RB_FORCE_WAKEUP) {
+		count(OPAL_CTR_OFFCPU_LOST);
+		bpf_map_delete_elem(&offcpu_start, &tid);
+		return;
+	}
+	sample_send(s, OPAL_CTR_OFFCPU_LOST);
+}
+
+/* The run again of `next`: a thread whose start is recorded gets its end
+ * record, with the time it was off CPU. */
+static __always_inline void offcpu_in(struct task_struct *next)
+{
+	__u32 tid = next->pid;
+	__u64 *start = bpf_map_lookup_elem(&offcpu_start, &tid), now;
+	struct opal_offcpu_end *e;
+
+	if (!start)
+		return;
+	now = bpf_ktime_get_ns();
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (e) {
+		e->kind = OPAL_EVENT_OFFCPU_END;
+		e->pid = next->tgid;
+		e->tid = tid;
+		e->cpu = bpf_get_smp_processor_id();
+		e->ktime_ns = now;
+		e->off_cpu_ns = now > *start ? now - *start : 0;
+		bpf_ringbuf_submit(e, events_wakeup());
+	} else {
+		count(OPAL_CTR_OFFCPU_LOST);
+	}
+	bpf_map_delete_elem(&offcpu_start, &tid);
+}
+
+/* Every context switch, in the context of `prev` (docs/offcpu.md). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(opal_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (!preempt)
+		offcpu_out(ctx, prev);
+	offcpu_in(next);
+	return 0;
+}
+
+/* Submit flags of a lifecycle event: nothing in one needs the reader at
+ * once (the mm check in each process array catches an exec first), so it
+ * waits for the next poll unless the ring is half full: under process
+ * churn the reader is woken before events are lost. */
+static __always_inline __u64 lifecycle_wakeup(void)
+{
+	__u64 avail = bpf_ringbuf_query(&lifecycle, BPF_RB_AVAIL_DATA);
+	__u64 size = bpf_ringbuf_query(&lifecycle, BPF_RB_RING_SIZE);
+
+	return avail * 2 >= size ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 static __always_inline void proc_event(__u32 kind, __u32 tgid)
 {
-	struct opal_proc_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct opal_proc_event *e = bpf_ringbuf_reserve(&lifecycle, sizeof(*e), 0);
 
 	if (!e) {
 		count(OPAL_CTR_PROC_LOST);
@@ -600,9 +959,7 @@ static __always_inline void proc_event(__u32 kind, __u32 tgid)
 	e->kind = kind;
 	e->pid = tgid;
 	e->ktime_ns = bpf_ktime_get_ns();
-	/* nothing here needs the reader at once (the mm check in each
-	 * process array catches an exec first): no wakeup */
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, lifecycle_wakeup());
 }
 
 /* BTF-typed raw tracepoints: attached by name, so they need no tracefs
@@ -619,13 +976,94 @@ extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struc
 extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
 extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
 
+#define OPAL_PROT_EXEC 4   /* include/uapi/asm-generic/mman-common.h */
+
+/* An empty record (too large for the stack) to start a process's. */
+const struct opal_mmap_vmas no_vmas = {};
+
+/* Records each executable file mapping a process makes (the exec's own,
+ * ld.so's, dlopen's), for its exit event on kernels without the VMA
+ * iterator. vm_mmap_pgoff is what both the mmap system call and the ELF
+ * loader map through (mm/util.c). */
+SEC("fexit/vm_mmap_pgoff")
+int BPF_PROG(opal_mmap, struct file *file, unsigned long addr, unsigned long len,
+	     unsigned long prot, unsigned long flag, unsigned long pgoff, unsigned long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 mm = (__u64)(unsigned long)task->mm;
+	struct opal_mmap_vmas *m;
+
+	if (!file || !(prot & OPAL_PROT_EXEC) || ret >= (unsigned long)-4095 || !mm)
+		return 0;
+	m = bpf_map_lookup_elem(&mmap_vmas, &tgid);
+	if (!m || m->mm != mm) {
+		/* first mapping of this process or of its new image */
+		bpf_map_update_elem(&mmap_vmas, &tgid, &no_vmas, BPF_ANY);
+		m = bpf_map_lookup_elem(&mmap_vmas, &tgid);
+		if (!m)
+			return 0;
+		m->mm = mm;
+	}
+	/* the ELF loader maps the image before it sets the vDSO up */
+	if (!m->vdso) {
+		m->vdso = (__u64)(unsigned long)BPF_CORE_READ(task, mm, context.vdso);
+		m->vdso_size = BPF_CORE_READ(task, mm, context.vdso_image, size);
+	}
+	/* not atomic: threads of a process rarely map code at once, and one
+	 * lost or doubled record costs one mapping at most */
+	__u32 i = m->n++ % OPAL_MMAP_TRACK;
+	struct opal_vma_rec *r = &m->vmas[i];
+	r->start = ret;
+	r->limit = ret + ((len + 4095) & ~4095ul);
+	r->offset = (__u64)pgoff << 12;
+	r->inode = BPF_CORE_READ(file, f_inode, i_ino);
+	r->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+	r->flags = 0;
+	return 0;
+}
+
+/* Fills exit event `e` of `p` from the mappings opal_mmap recorded, and the
+ * vDSO. Where do_exit calls exit_mm before this tracepoint (6.1 does) the
+ * task's mm is gone by now: the record of its last image is used. */
+static __always_inline void mmap_vmas_of(struct task_struct *p, struct opal_exit_event *e)
+{
+	__u32 tgid = p->tgid;
+	struct opal_mmap_vmas *m = bpf_map_lookup_elem(&mmap_vmas, &tgid);
+	__u64 vdso = 0, vdso_size = 0;
+	__u32 n = 0;
+
+	if (m) {
+		vdso = m->vdso;
+		vdso_size = m->vdso_size;
+		n = m->n < OPAL_MMAP_TRACK ? m->n : OPAL_MMAP_TRACK;
+		for (__u32 i = 0; i < OPAL_MMAP_TRACK && i < OPAL_MAX_VMAS - 1; i++) {
+			if (i >= n)
+				break;
+			e->vmas[i] = m->vmas[i];
+		}
+	}
+	e->seen = n;
+	if (vdso && n < OPAL_MAX_VMAS) {
+		struct opal_vma_rec *r = &e->vmas[n & (OPAL_MAX_VMAS - 1)];
+		r->start = vdso;
+		r->limit = vdso + vdso_size;
+		r->offset = r->inode = 0;
+		r->dev = 0;
+		r->flags = OPAL_VMA_VDSO;
+		n++;
+	}
+	e->n_vmas = n;
+	bpf_map_delete_elem(&mmap_vmas, &tgid);
+}
+
 /* The exit event of a process userspace may not have read the maps of:
  * its executable VMAs, from the VMA iterator (it cannot take mmap_lock in a
  * perf event's interrupt, but can here, in the exiting task, whose mm is
  * still attached at this tracepoint). */
 static __always_inline void exit_with_vmas(struct task_struct *p)
 {
-	struct opal_exit_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct opal_exit_event *e = bpf_ringbuf_reserve(&lifecycle, sizeof(*e), 0);
 	__u64 vdso = (__u64)(unsigned long)BPF_CORE_READ(p, mm, context.vdso);
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
@@ -639,7 +1077,9 @@ static __always_inline void exit_with_vmas(struct task_struct *p)
 	e->ktime_ns = bpf_ktime_get_ns();
 	e->n_vmas = 0;
 	e->seen = 0;
-	if (bpf_iter_task_vma_new) {   /* the kernel has the kfuncs (6.7+) */
+	if (!bpf_iter_task_vma_new) {
+		mmap_vmas_of(p, e);
+	} else {   /* the kernel has the kfuncs (6.7+) */
 		bpf_iter_task_vma_new(&it, p, 0);
 		/* The counters live in ring buffer memory, not registers: the
 		 * verifier then sees every iteration alike and the loop
@@ -663,7 +1103,7 @@ static __always_inline void exit_with_vmas(struct task_struct *p)
 		}
 		bpf_iter_task_vma_destroy(&it);
 	}
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, lifecycle_wakeup());
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -675,10 +1115,12 @@ int BPF_PROG(opal_exit, struct task_struct *p)
 	 * cache entry (its maps and /proc directory go with it). */
 	if (p->pid != p->tgid)
 		return 0;
-	if (bpf_map_lookup_elem(&unknown_pids, &tgid) && p->mm) {
+	/* the iterator needs the task's mm; the recorded mappings do not */
+	if (bpf_map_lookup_elem(&unknown_pids, &tgid) && (p->mm || !bpf_iter_task_vma_new)) {
 		bpf_map_delete_elem(&unknown_pids, &tgid);
 		exit_with_vmas(p);
 	} else {
+		bpf_map_delete_elem(&mmap_vmas, &tgid);
 		proc_event(OPAL_EVENT_EXIT, tgid);
 	}
 	return 0;

@@ -24,19 +24,45 @@
 /* Processes with a BPF mapping array (HASH_OF_MAPS entries). */
 #define OPAL_PROC_MAX_PROCS    8192
 
-/* User stack copied for userspace unwinding: whole pages starting at the
- * page holding the stack pointer, so at least (pages - 1) * 4096 bytes
- * above it. */
+/* User stack copied for userspace unwinding, in whole pages: at most
+ * OPAL_STACK_COPY bytes in up to OPAL_STACK_REGIONS regions. Region 0
+ * starts at the page holding the stack pointer; on a thread's alternate
+ * signal stack it ends at that stack's top, and region 1 then holds the
+ * stack the outermost signal there interrupted, from the page of the
+ * stack pointer its signal frame saved. 128 KiB: frames of 40-70 KB and
+ * alloca blocks of as much still leave their callers in the copy. */
 #define OPAL_STACK_PAGE        4096
-#define OPAL_STACK_COPY_PAGES  8
+#define OPAL_STACK_COPY_PAGES  32
 #define OPAL_STACK_COPY        (OPAL_STACK_PAGE * OPAL_STACK_COPY_PAGES)
+#define OPAL_STACK_REGIONS     2
+/* Bytes below an alternate signal stack's top searched for the outermost
+ * signal frame: the kernel puts it under the saved FPU state (up to
+ * ~11 KiB with AMX) at the top. */
+#define OPAL_SIGFRAME_SCAN     (16u << 10)
 
-/* Executable VMAs of a process at its exit (bpf_iter_task_vma, lowest
- * first), sent when it was sampled before userspace knew it: userspace
- * falls back on them when the process is gone before it could read
- * /proc/PID/maps. At most OPAL_VMA_SCAN VMAs are looked at. */
+struct opal_stack_region {
+	__u64 addr;    /* user address of its first byte (page aligned) */
+	__u32 len;     /* bytes, a multiple of OPAL_STACK_PAGE (0: unused) */
+	__u32 flags;   /* OPAL_REGION_* */
+};
+/* The copy stops where the region ends: the next page was unreadable, or
+ * the region is a signal stack and ends at its top. Without it, a region
+ * stopped at the copy budget: the stack goes on. */
+#define OPAL_REGION_END 1u
+
+/* Executable VMAs of a process at its exit, sent when it was sampled
+ * before userspace knew it: userspace falls back on them when the process
+ * is gone before it could read /proc/PID/maps. From the VMA iterator
+ * (bpf_iter_task_vma, 6.7+; lowest first, at most OPAL_VMA_SCAN VMAs
+ * looked at), or on older kernels from the executable file mappings the
+ * process made (fexit of vm_mmap_pgoff: its exec's and ld.so's, in the
+ * order made; the last OPAL_MMAP_TRACK kept per process). */
 #define OPAL_MAX_VMAS 64
 #define OPAL_VMA_SCAN 256
+#define OPAL_MMAP_TRACK 32
+/* Processes whose executable mappings are tracked (least recently
+ * mapping first forgotten). */
+#define OPAL_MMAP_PROCS 4096
 
 struct opal_vma_rec {
 	__u64 start, limit;  /* runtime addresses, [start, limit) */
@@ -47,6 +73,15 @@ struct opal_vma_rec {
 	__u32 flags;         /* OPAL_VMA_* */
 };
 #define OPAL_VMA_VDSO 1u     /* the process's vDSO */
+
+/* The executable file mappings a process made (mmap_vmas[tgid]). */
+struct opal_mmap_vmas {
+	__u64 mm;            /* the address space they belong to (exec replaces it) */
+	__u64 vdso, vdso_size;   /* its vDSO, once a mapping saw it set up */
+	__u32 n;             /* mappings recorded; vmas[i % OPAL_MMAP_TRACK] */
+	__u32 pad;
+	struct opal_vma_rec vmas[OPAL_MMAP_TRACK];
+};
 
 /* opal_unwind_mapping.slot values other than table slots. */
 #define OPAL_SLOT_NONE    0xffffffffu  /* no table will exist (JIT, anonymous,
@@ -73,6 +108,9 @@ struct opal_unwind_mapping {
 /* The kernel's inode differs from the one /proc/PID/maps shows (overlayfs
  * backing files): compare start, limit and offset only. */
 #define OPAL_MAPPING_NO_INODE_CHECK 1u
+/* Anonymous executable memory (JIT code, opal_maps_is_jit): walked by
+ * opal_unwind_jit_step, never taken for the outermost frame. */
+#define OPAL_MAPPING_JIT 2u
 
 /* Element 0 of a process's mapping array; same size as a mapping. */
 struct opal_unwind_proc_hdr {

@@ -1,4 +1,4 @@
-/* Compact unwind rules shared by the collector (collector/unwind_table.c
+/* Compact unwind rules shared by the collector (collector/unwind/table/unwind_table.c
  * builds them from .eh_frame / .debug_frame) and the BPF unwinder (reads
  * them from maps). Included by BPF code after vmlinux.h and by userspace C,
  * so only __u8/__s16/__u32-style types and plain macros are used.
@@ -103,8 +103,14 @@ struct opal_unwind_body {
 	__s16 rbp_off;
 	__s16 rbx_off;
 	__s16 aux;      /* DEREF: added after the load; PLT: threshold;
-			 * INVALID: enum opal_unwind_invalid */
+			 * INVALID: enum opal_unwind_invalid; REG on
+			 * RBP: OPAL_CFA_AUX_STACK_SWITCH or 0 */
 };
+
+/* aux of an RBP-based REG body whose frame moved to another stack (Go's
+ * functions that call on the system stack, collector/unwind/table/
+ * unwind_go.h): the caller's CFA may lie below this frame's RSP. */
+#define OPAL_CFA_AUX_STACK_SWITCH 1
 
 /* Per-file values BPF needs next to the two arrays. */
 struct opal_unwind_table_info {
@@ -116,7 +122,10 @@ struct opal_unwind_table_info {
 			  * outermost frame (entry code such as ld.so's _start
 			  * often has no CFI, and nothing calls it) */
 };
-#define OPAL_UNWIND_ENTRY_SPAN 16
+/* Covers glibc's crt1 _start up to its call of __libc_start_main, whose
+ * return address is 0x21-0x25 bytes in (0x25 with endbr64); the next
+ * function starts 16-byte aligned after its hlt, and only a gap counts. */
+#define OPAL_UNWIND_ENTRY_SPAN 48
 
 /* Linux x86-64 rt_sigframe (arch/x86/include/asm/sigframe.h): at
  * __restore_rt the handler's `ret` has popped pretcode, so RSP points at
@@ -131,5 +140,11 @@ struct opal_unwind_table_info {
 #define OPAL_SIGFRAME_RBX  (OPAL_SIGFRAME_MCONTEXT + 88)
 #define OPAL_SIGFRAME_RSP  (OPAL_SIGFRAME_MCONTEXT + 120)
 #define OPAL_SIGFRAME_RIP  (OPAL_SIGFRAME_MCONTEXT + 128)
+/* struct ucontext's uc_stack (stack_t: ss_sp, ss_flags, ss_size), which
+ * the kernel fills with the thread's sigaltstack settings, and the bytes
+ * from the ucontext up to the end of the saved RIP. */
+#define OPAL_UCONTEXT_SS_SP   16
+#define OPAL_UCONTEXT_SS_SIZE 32
+#define OPAL_SIGFRAME_SIZE    (OPAL_SIGFRAME_RIP + 8)
 
 #endif

@@ -1,7 +1,7 @@
 /* One unwind step: applies a rule body (unwind_rule.h) to a frame's
  * registers (unwind.h) and leaves the caller's registers in their place.
  * Shared by the BPF unwinder (bpf/sampler.bpf.c, reading the live user
- * stack) and the collector's userspace unwinder (collector/unwind_user.c,
+ * stack) and the collector's userspace unwinder (collector/unwind/unwind_user.c,
  * reading a copy of it), so both walk identically.
  *
  * The includer defines, before including this file:
@@ -135,7 +135,8 @@ OPAL_UNWIND_INLINE int opal_unwind_finish(const struct opal_unwind_body *b,
  * OPAL_STEP_END at the outermost frame, or a negative enum opal_unwind_err.
  * The CFA must lie above RSP, or at it when the return address is in a
  * register (except for a signal frame, whose interrupted RSP may be on
- * another stack), so a walk moves up the stack.
+ * another stack, and an RBP-based REG rule marked
+ * OPAL_CFA_AUX_STACK_SWITCH), so a walk moves up the stack.
  * `sc` is scratch space of 17 u64 for a signal frame. */
 OPAL_UNWIND_INLINE int opal_unwind_step(const struct opal_unwind_body *b,
 					struct opal_unwind_regs *regs, __u64 *sc, void *rctx)
@@ -170,9 +171,12 @@ OPAL_UNWIND_INLINE int opal_unwind_step(const struct opal_unwind_body *b,
 		return -OPAL_UERR_INVALID_CFI;   /* INVALID and unknown kinds */
 	}
 	/* the CFA is the caller's RSP: above ours, or equal when the return
-	 * address is in a register (nothing of the frame is on the stack) */
-	if (!(regs->valid & (1u << OPAL_DWARF_RSP)) || cfa < sp ||
-	    (cfa == sp && OPAL_UNWIND_KIND(b->ra) != OPAL_REG_IN_REG))
+	 * address is in a register (nothing of the frame is on the stack);
+	 * anywhere after a switch of stacks (the 256-frame bound still holds) */
+	if (!(regs->valid & (1u << OPAL_DWARF_RSP)) ||
+	    ((cfa < sp || (cfa == sp && OPAL_UNWIND_KIND(b->ra) != OPAL_REG_IN_REG)) &&
+	     !(b->cfa == OPAL_UNWIND_PACK(OPAL_CFA_REG, OPAL_DWARF_RBP) &&
+	       b->aux == OPAL_CFA_AUX_STACK_SWITCH)))
 		return -OPAL_UERR_BAD_FRAME;
 	return opal_unwind_finish(b, regs, cfa, rctx);
 }
@@ -203,6 +207,44 @@ OPAL_UNWIND_INLINE int opal_unwind_fp_step(struct opal_unwind_regs *regs, void *
 	regs->valid = (1u << OPAL_DWARF_RSP) | (1u << OPAL_DWARF_PC) | (1u << OPAL_DWARF_RBP);
 	regs->flags = 0;
 	return OPAL_STEP_OK;
+}
+
+/* CPython's perf trampoline (Python/asm_trampoline.S, 3.12 and 3.13 on
+ * x86-64) is "sub $8,%rsp; call *%rcx; add $8,%rsp; ret": at its return
+ * address the bytes 48 83 c4 08 c3, with the return address 8 bytes
+ * above RSP and no frame pointer. */
+#define OPAL_PY_TRAMPOLINE_TAIL      0xc308c48348ull
+#define OPAL_PY_TRAMPOLINE_TAIL_MASK 0xffffffffffull
+
+/* Step out of a frame in JIT code (anonymous executable memory, no
+ * tables): `code` holds the 8 bytes at the frame's PC (0 when they could
+ * not be read). A PC at the tail of CPython's perf trampoline takes its
+ * fixed frame (RBP and RBX pass through unchanged); anything else is a
+ * frame-pointer step (V8 and HotSpot keep RBP as the frame pointer),
+ * where JIT code is never the outermost frame: RBP 0 or a return address
+ * 0 is -OPAL_UERR_NO_UNWIND_INFO rather than a clean end. Returns
+ * OPAL_STEP_OK or a negative enum opal_unwind_err. */
+OPAL_UNWIND_INLINE int opal_unwind_jit_step(struct opal_unwind_regs *regs, __u64 code, void *rctx)
+{
+	__u64 sp = regs->r[OPAL_DWARF_RSP], ra = 0;
+	int rc;
+
+	if ((code & OPAL_PY_TRAMPOLINE_TAIL_MASK) == OPAL_PY_TRAMPOLINE_TAIL) {
+		if (!(regs->valid & (1u << OPAL_DWARF_RSP)))
+			return -OPAL_UERR_REG_UNKNOWN;
+		if (OPAL_UNWIND_READ(rctx, &ra, 8, sp + 8) < 0)
+			return -OPAL_UERR_UNREADABLE;
+		if (ra == 0)
+			return -OPAL_UERR_NO_UNWIND_INFO;
+		regs->r[OPAL_DWARF_PC] = ra;
+		regs->r[OPAL_DWARF_RSP] = sp + 16;
+		regs->valid &= (1u << OPAL_DWARF_RBP) | (1u << OPAL_DWARF_RBX);
+		regs->valid |= (1u << OPAL_DWARF_RSP) | (1u << OPAL_DWARF_PC);
+		regs->flags = 0;
+		return OPAL_STEP_OK;
+	}
+	rc = opal_unwind_fp_step(regs, rctx);
+	return rc == OPAL_STEP_END ? -OPAL_UERR_NO_UNWIND_INFO : rc;
 }
 
 #endif

@@ -6,14 +6,15 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include "config.h"
-#include "log.h"
+#include "sampler/sampling.h"
+#include "shared/config.h"
+#include "shared/log.h"
 
 /* What opal_config_load fills; copied into struct opal_collector_options. */
 struct loaded {
-	char *socket;
-	uint64_t frequency, interval, buffer_bytes, max_fds;
-	bool include_self, verbose;
+	char *socket, *symbolizer_user;
+	uint64_t frequency, interval, buffer_bytes, max_fds, lifecycle_bytes, off_cpu_ppm;
+	bool include_self, off_cpu, command_line, verbose;
 };
 
 /* Defaults are written as on the command line; they equal the
@@ -22,6 +23,12 @@ static const struct opal_opt opts[] = {
 	{ .name = "socket", .type = OPAL_OPT_STRING, .offset = offsetof(struct loaded, socket),
 	  .def = OPAL_DEFAULT_SOCKET, .arg = "PATH",
 	  .help = "the symbolizer's Unix socket (shorter than 108 bytes)" },
+	{ .name = "symbolizer-user", .type = OPAL_OPT_STRING,
+	  .offset = offsetof(struct loaded, symbolizer_user), .def = OPAL_DEFAULT_SYMBOLIZER_USER,
+	  .arg = "NAME",
+	  .help = "the user, besides root, whose listener on --socket may receive the "
+		  "collector's data and descriptors; the socket's folder must be writable by no "
+		  "one else (a user that does not exist: root only)" },
 	{ .name = "frequency", .type = OPAL_OPT_UINT, .offset = offsetof(struct loaded, frequency),
 	  .def = "20", .arg = "HZ",
 	  .help = "samples per second per CPU", .min = 1, .max = OPAL_MAX_FREQUENCY },
@@ -36,27 +43,37 @@ static const struct opal_opt opts[] = {
 	{ .name = "max-fds", .type = OPAL_OPT_UINT, .offset = offsetof(struct loaded, max_fds),
 	  .def = "4096", .arg = "N", .help = "ELF descriptors kept open",
 	  .min = OPAL_MIN_MAX_FDS, .max = OPAL_MAX_MAX_FDS },
+	{ .name = "lifecycle-buffer", .type = OPAL_OPT_SIZE,
+	  .offset = offsetof(struct loaded, lifecycle_bytes), .def = "2m", .arg = "BYTES",
+	  .help = "ring buffer of exec/exit events (rounded up to a power of two)",
+	  .min = OPAL_LIFECYCLE_MIN, .max = OPAL_LIFECYCLE_MAX },
 	{ .name = "include-self", .type = OPAL_OPT_BOOL,
 	  .offset = offsetof(struct loaded, include_self),
 	  .help = "also sample opal's own processes (excluded by default)" },
+	{ .name = "off-cpu", .type = OPAL_OPT_BOOL, .offset = offsetof(struct loaded, off_cpu),
+	  .help = "also record off-CPU time: the stack of each thread that blocks, with the "
+		  "nanoseconds until it runs again (docs/offcpu.md)" },
+	{ .name = "off-cpu-threshold", .type = OPAL_OPT_UINT,
+	  .offset = offsetof(struct loaded, off_cpu_ppm), .def = "10000", .arg = "PPM",
+	  .help = "with --off-cpu: the blocking context switches recorded, per million "
+		  "(chosen at random)", .min = 1, .max = OPAL_MAX_OFFCPU_PPM },
+	{ .name = "command-line", .type = OPAL_OPT_BOOL,
+	  .offset = offsetof(struct loaded, command_line),
+	  .help = "send each process's command line (process.command_line, at most 4095 "
+		  "bytes); off by default: arguments can hold secrets" },
 	{ .name = "verbose", .type = OPAL_OPT_BOOL, .offset = offsetof(struct loaded, verbose),
 	  .help = "debug logging", .reloadable = true },
 };
 
 static const struct opal_config_spec spec = {
 	.prog = "opal-collector",
-	.usage = "Samples on-CPU stacks of every process with eBPF and sends them to "
+	.usage = "Samples on-CPU (and with --off-cpu off-CPU) stacks of every process with eBPF and sends them to "
 		 "opal-symbolizer.\nRuns as root. SIGHUP re-reads the configuration: options "
 		 "marked \"reloadable\" take\neffect, others need a restart.",
 	.opts = opts,
 	.n_opts = sizeof(opts) / sizeof(opts[0]),
 	.config_env = OPAL_COLLECTOR_CONFIG_ENV,
 };
-
-void opal_options_usage(FILE *f)
-{
-	opal_config_help(&spec, f);
-}
 
 static bool wants_help(int argc, char **argv)
 {
@@ -74,13 +91,23 @@ static int to_options(struct loaded *l, struct opal_collector_options *o, char *
 			 l->socket ? l->socket : "", sizeof(o->socket_path));
 		return -EINVAL;
 	}
+	if (!l->symbolizer_user || strlen(l->symbolizer_user) >= sizeof(o->symbolizer_user)) {
+		snprintf(why, why_len, "symbolizer-user: not a user name shorter than %zu bytes",
+			 sizeof(o->symbolizer_user));
+		return -EINVAL;
+	}
 	memset(o, 0, sizeof(*o));
 	strcpy(o->socket_path, l->socket);
+	strcpy(o->symbolizer_user, l->symbolizer_user);
 	o->frequency_hz = (uint32_t)l->frequency;
 	o->interval_s = (uint32_t)l->interval;
 	o->buffer_bytes = l->buffer_bytes;
 	o->max_fds = (uint32_t)l->max_fds;
+	o->lifecycle_bytes = l->lifecycle_bytes;
 	o->include_self = l->include_self;
+	o->off_cpu = l->off_cpu;
+	o->off_cpu_ppm = (uint32_t)l->off_cpu_ppm;
+	o->command_line = l->command_line;
 	o->verbose = l->verbose;
 	return 0;
 }
@@ -124,20 +151,26 @@ int opal_options_parse(int argc, char **argv, struct opal_collector_options *o, 
 int opal_options_reload(int argc, char **argv, struct opal_collector_options *o)
 {
 	struct loaded cur = {
-		.socket = strdup(o->socket_path), .frequency = o->frequency_hz,
+		.socket = strdup(o->socket_path), .symbolizer_user = strdup(o->symbolizer_user),
+		.frequency = o->frequency_hz,
 		.interval = o->interval_s, .buffer_bytes = o->buffer_bytes, .max_fds = o->max_fds,
-		.include_self = o->include_self, .verbose = o->verbose,
+		.lifecycle_bytes = o->lifecycle_bytes,
+		.include_self = o->include_self, .off_cpu = o->off_cpu,
+		.off_cpu_ppm = o->off_cpu_ppm, .verbose = o->verbose,
 	}, next;
 	struct opal_config_plan plan;
 	char why[512], was[64], now[64];
 	int r;
 
-	if (!cur.socket)
+	if (!cur.socket || !cur.symbolizer_user) {
+		free(cur.socket);
+		free(cur.symbolizer_user);
 		return -ENOMEM;
+	}
 	r = load(argc, argv, &next, why, sizeof(why));
 	if (r < 0) {
 		opal_err("SIGHUP: configuration not reloaded, keeping the running one: %s", why);
-		free(cur.socket);
+		opal_config_free(&spec, &cur);
 		return r;
 	}
 	opal_config_apply_reload(&spec, &cur, NULL, &next, NULL, &plan);

@@ -10,15 +10,20 @@
 #include <sys/un.h>
 
 #define OPAL_DEFAULT_SOCKET       "/run/opal/collector.sock"
+/* The symbolizer unit's User= (systemd/opal-symbolizer.service.in). */
+#define OPAL_DEFAULT_SYMBOLIZER_USER "_opal"
 #define OPAL_DEFAULT_FREQUENCY    20u           /* Hz */
 #define OPAL_DEFAULT_INTERVAL     5u            /* seconds */
 #define OPAL_DEFAULT_BUFFER_BYTES (16u << 20)   /* unacknowledged intervals */
 #define OPAL_DEFAULT_MAX_FDS      4096u         /* open ELF descriptors */
+#define OPAL_DEFAULT_LIFECYCLE    (2u << 20)    /* exec/exit event ring, bytes */
 
 #define OPAL_MAX_FREQUENCY        100000u       /* 10 us period */
 #define OPAL_MAX_INTERVAL         3600u
 #define OPAL_MIN_BUFFER_BYTES     (64u << 10)
 #define OPAL_MAX_BUFFER_BYTES     (1ull << 30)
+#define OPAL_DEFAULT_OFFCPU_PPM   10000u        /* --off-cpu-threshold: 1% */
+#define OPAL_MAX_OFFCPU_PPM       1000000u
 #define OPAL_MIN_MAX_FDS          16u
 #define OPAL_MAX_MAX_FDS          (1u << 20)
 
@@ -27,11 +32,16 @@
 
 struct opal_collector_options {
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char symbolizer_user[64];     /* trusted as the socket's listener, besides root */
 	uint32_t frequency_hz;
 	uint32_t interval_s;          /* reloadable on SIGHUP */
 	uint64_t buffer_bytes;
 	uint32_t max_fds;
+	uint64_t lifecycle_bytes;     /* rounded up to a power of two */
 	bool include_self;
+	bool off_cpu;                 /* off-CPU samples (docs/offcpu.md) */
+	uint32_t off_cpu_ppm;         /* blocking switches recorded, per million */
+	bool command_line;            /* send process.command_line (opt-in) */
 	bool verbose;                 /* reloadable on SIGHUP */
 };
 
@@ -50,9 +60,5 @@ int opal_options_parse(int argc, char **argv, struct opal_collector_options *o, 
  * options applied (0: nothing changed that could be applied), or the
  * load's -errno. */
 int opal_options_reload(int argc, char **argv, struct opal_collector_options *o);
-
-/* Prints every option with its default, environment variable and whether
- * SIGHUP reloads it. */
-void opal_options_usage(FILE *f);
 
 #endif

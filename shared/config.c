@@ -1,7 +1,7 @@
 /* Configuration from defaults, JSON file (jansson), environment and flags
  * (config.h). Sources are applied in increasing precedence, each one
  * overwriting what the previous set. */
-#include "config.h"
+#include "shared/config.h"
 
 #include <errno.h>
 #include <fcntl.h>

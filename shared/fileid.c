@@ -1,5 +1,6 @@
-/* htlhash file ID (../shared/reference/fileid.md) and hex helpers. */
-#include "fileid.h"
+/* htlhash file ID (fileid.h: OpenTelemetry Profiles "Mappings") and hex
+ * helpers. */
+#include "shared/fileid.h"
 
 #include <errno.h>
 #include <string.h>
@@ -74,7 +75,7 @@ void opal_hex_encode(const uint8_t *bytes, size_t len, char *out)
 	out[2 * len] = '\0';
 }
 
-static int hex_val(char c)
+int opal_hex_digit(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -92,7 +93,7 @@ int opal_hex_decode(const char *hex, uint8_t *out, size_t cap)
 	if (len % 2 || len / 2 > cap)
 		return -EINVAL;
 	for (size_t i = 0; i < len / 2; i++) {
-		int hi = hex_val(hex[2 * i]), lo = hex_val(hex[2 * i + 1]);
+		int hi = opal_hex_digit(hex[2 * i]), lo = opal_hex_digit(hex[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return -EINVAL;
 		out[i] = (uint8_t)(hi << 4 | lo);

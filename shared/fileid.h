@@ -1,6 +1,10 @@
-/* File identity: the htlhash file ID and the GNU build ID
- * (../shared/reference/fileid.md; semantic convention
- * process.executable.build_id.htlhash / .gnu). */
+/* File identity: the htlhash file ID and the GNU build ID, the OpenTelemetry
+ * semantic conventions process.executable.build_id.htlhash and .gnu. The
+ * htlhash algorithm is defined by the OpenTelemetry Profiles specification,
+ * "Mappings", section "Algorithm for process.executable.build_id.htlhash"
+ * (https://opentelemetry.io/docs/specs/otel/profiles/mappings/), as the
+ * OpenTelemetry eBPF profiler computes its file ID (opentelemetry-ebpf-profiler,
+ * libpf/fileid.go, FileIDFromExecutableReader). */
 #ifndef OPAL_FILEID_H
 #define OPAL_FILEID_H
 
@@ -34,6 +38,10 @@ static inline bool opal_file_id_eq(const opal_file_id *a, const opal_file_id *b)
 			return false;
 	return true;
 }
+
+/* The value (0-15) of one hex digit of either case, or -1 for any other
+ * character. */
+int opal_hex_digit(char c);
 
 /* Lowercase hex of `len` bytes into `out`, which must hold 2*len+1 bytes. */
 void opal_hex_encode(const uint8_t *bytes, size_t len, char *out);

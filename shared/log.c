@@ -1,5 +1,5 @@
 /* journald-friendly stderr logging with a per-format rate limit. */
-#include "log.h"
+#include "shared/log.h"
 
 #include <stdarg.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /* sd_notify protocol over a plain AF_UNIX datagram socket (notify.h). */
-#include "notify.h"
+#include "shared/notify.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,6 +1,7 @@
 /* Frames of the wire protocol: "OPAL" | u32 length | Envelope, with an
  * optional SCM_RIGHTS descriptor on the frame's first byte. */
-#include "wire.h"
+#include "shared/wire.h"
+#include "shared/service.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -26,13 +27,38 @@ static uint32_t get_le32(const uint8_t *p)
 	       (uint32_t)p[3] << 24;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* When a stop signal came: the time by which the whole frame must be out,
+ * one SO_SNDTIMEO from now (each sendmsg that moves a byte would otherwise
+ * start a new timeout); 0 otherwise, or without a timeout. */
+static uint64_t stop_deadline_ms(int sock)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (!opal_stop_signals || getsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) < 0 ||
+	    (tv.tv_sec == 0 && tv.tv_usec == 0))
+		return 0;
+	return mono_ms() + (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
 /* Writes iov fully; the descriptor rides on the first sendmsg only. */
 static int send_all(int sock, struct iovec *iov, int iovcnt, int fd)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	bool fd_pending = fd >= 0;
+	uint64_t until = stop_deadline_ms(sock);
 
 	while (iovcnt > 0) {
+		if (until && mono_ms() >= until)
+			return -EAGAIN;
 		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
 		if (fd_pending) {
 			memset(cbuf, 0, sizeof(cbuf));
@@ -46,7 +72,7 @@ static int send_all(int sock, struct iovec *iov, int iovcnt, int fd)
 		}
 		ssize_t w = sendmsg(sock, &mh, MSG_NOSIGNAL);
 		if (w < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR && !opal_stop_signals)
 				continue;
 			return -errno;
 		}
@@ -170,6 +196,32 @@ static ssize_t recv_all(struct opal_wire_reader *r, uint8_t *buf, size_t len, bo
 	return (ssize_t)len;
 }
 
+/* protobuf-c's allocations while one frame is unpacked, against its
+ * budget; what it allocates is freed with free() (free_unpacked with the
+ * default allocator, as the callers do). */
+struct decode_budget {
+	size_t left;
+	bool over;
+};
+
+static void *budget_alloc(void *data, size_t size)
+{
+	struct decode_budget *b = data;
+
+	if (size > b->left) {
+		b->over = true;
+		return NULL;
+	}
+	b->left -= size;
+	return malloc(size);
+}
+
+static void budget_free(void *data, void *p)
+{
+	(void)data;
+	free(p);
+}
+
 static int claim_fd(struct opal_wire_reader *r)
 {
 	if (r->nfds == 0)
@@ -195,8 +247,10 @@ int opal_wire_recv(struct opal_wire_reader *r, Opal__Wire__V1__Envelope **env, i
 	if (get_le32(hdr) != OPAL_WIRE_MAGIC)
 		return -EPROTO;
 	uint32_t len = get_le32(hdr + 4);
-	if (len > OPAL_WIRE_MAX_FRAME)
+	if (len > OPAL_WIRE_MAX_FRAME) {
+		r->frames_too_large++;
 		return -EPROTO;
+	}
 	uint8_t *buf = malloc(len ? len : 1);
 	if (!buf)
 		return -ENOMEM;
@@ -206,8 +260,19 @@ int opal_wire_recv(struct opal_wire_reader *r, Opal__Wire__V1__Envelope **env, i
 		return n < 0 ? (int)n : -ECONNRESET;
 	}
 	int got_fd = claim_fd(r);
-	Opal__Wire__V1__Envelope *e = opal__wire__v1__envelope__unpack(NULL, len, buf);
+	size_t budget = (size_t)len * OPAL_WIRE_DECODE_FACTOR + OPAL_WIRE_DECODE_SLACK;
+	struct decode_budget b = { .left = budget < OPAL_WIRE_DECODE_MAX ? budget :
+									    OPAL_WIRE_DECODE_MAX };
+	ProtobufCAllocator alloc = { .alloc = budget_alloc, .free = budget_free,
+				     .allocator_data = &b };
+	Opal__Wire__V1__Envelope *e = opal__wire__v1__envelope__unpack(&alloc, len, buf);
 	free(buf);
+	if (!e && b.over) {
+		if (got_fd >= 0)
+			close(got_fd);
+		r->frames_over_budget++;
+		return -E2BIG;
+	}
 	if (!e || e->version != OPAL_WIRE_VERSION ||
 	    e->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG__NOT_SET) {
 		if (e)

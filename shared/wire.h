@@ -13,11 +13,22 @@
 #define OPAL_WIRE_HDR_LEN    8u
 #define OPAL_WIRE_MAX_FRAME  (64u << 20)       /* bytes of payload */
 #define OPAL_WIRE_MAX_FDS    8                 /* descriptors queued per reader */
+#define OPAL_WIRE_CMDLINE_MAX 4096             /* Process.command_line: bytes, with a NUL */
+/* Memory one frame may cost decoded: OPAL_WIRE_DECODE_FACTOR times its
+ * payload plus OPAL_WIRE_DECODE_SLACK, at most OPAL_WIRE_DECODE_MAX (real
+ * intervals take about 5 times; a frame of empty messages 40 to 60). */
+#define OPAL_WIRE_DECODE_FACTOR 16u
+#define OPAL_WIRE_DECODE_SLACK  (64u << 10)
+#define OPAL_WIRE_DECODE_MAX    (512u << 20)
 
 /* Serializes `env` (env->version is set to OPAL_WIRE_VERSION) and writes one
  * frame, passing `fd` with SCM_RIGHTS when fd >= 0 (the caller keeps its
- * copy). Blocks until written; retries EINTR and short writes. Returns 0,
- * -EMSGSIZE over OPAL_WIRE_MAX_FRAME, -EPIPE/-errno on a dead peer. */
+ * copy). Blocks until written (each write at most the socket's SO_SNDTIMEO);
+ * retries short writes, and EINTR unless a stop signal came
+ * (opal_stop_signals: a send blocked on a stalled peer must not hold up the
+ * stop; then the whole frame also gets one SO_SNDTIMEO, -EAGAIN after it).
+ * Returns 0, -EMSGSIZE over OPAL_WIRE_MAX_FRAME, -EINTR when so
+ * interrupted, -EPIPE/-errno on a dead peer. */
 int opal_wire_send(int sock, Opal__Wire__V1__Envelope *env, int fd);
 
 struct opal_wire_reader {
@@ -25,6 +36,8 @@ struct opal_wire_reader {
 	int fds[OPAL_WIRE_MAX_FDS];   /* received, not yet claimed */
 	size_t nfds;
 	uint64_t frames_bad;          /* payloads that failed to unpack */
+	uint64_t frames_too_large;    /* lengths over OPAL_WIRE_MAX_FRAME */
+	uint64_t frames_over_budget;  /* payloads over the decode budget */
 	uint64_t fds_dropped;         /* descriptors beyond OPAL_WIRE_MAX_FDS, closed */
 	unsigned frame_timeout_ms;    /* 0: none; else the time one whole frame may take,
 				       * from the call of opal_wire_recv */
@@ -42,7 +55,9 @@ void opal_wire_reader_init(struct opal_wire_reader *r, int sock);
  * (ownership passes to the caller). Returns 0 at a clean EOF between frames,
  * -EBADMSG for a frame whose payload does not unpack or whose version is
  * not OPAL_WIRE_VERSION (the frame is consumed, its descriptor closed, the
- * stream stays usable), -EPROTO for a bad magic or a length over
+ * stream stays usable), -E2BIG likewise for one whose decoding would take
+ * more memory than the decode budget (OPAL_WIRE_DECODE_FACTOR), -EPROTO
+ * for a bad magic or a length over
  * OPAL_WIRE_MAX_FRAME (the stream is unusable: close it), -ECONNRESET on EOF
  * inside a frame, -EAGAIN on timeout before a frame, -ETIMEDOUT when a
  * frame stalled or took longer than frame_timeout_ms (unusable: close), or

@@ -4,13 +4,18 @@
 #define OPAL_INGEST_H
 
 #include <stdint.h>
-#include "fileid.h"
+#include "interp/code_table.h"
+#include "interp/jit_table.h"
+#include "profile/profile.h"
+#include "shared/fileid.h"
+#include "symbolize/symbolize.h"
 #include "opal/wire.pb-c.h"
-#include "profile.h"
-#include "symbolize.h"
 
 /* frames per stack (each becomes a location); longer stacks are malformed */
 #define OPAL_INGEST_MAX_FRAMES OPAL_PROFILE_MAX_STACK
+/* bytes of a Stack's thread_attributes read (OTEP 4947's 640-byte record
+ * less its 28-byte head); longer ones are ignored */
+#define OPAL_INGEST_MAX_TCTX_ATTRS 612
 
 /* What one collector connection told us, needed to name things. */
 struct opal_ingest_source {
@@ -20,14 +25,26 @@ struct opal_ingest_source {
 	 * cached frames, so that the collector sends it again; may be NULL. */
 	void (*request_file)(void *arg, const opal_file_id *id);
 	void *arg;
+	/* The code objects its interpreter frames name, and the connection's
+	 * serial in that table; codes may be NULL (frames then unnamed). */
+	struct opal_code_table *codes;
+	/* The JIT names of its processes (same connection serial); may be
+	 * NULL (JIT frames then unnamed). */
+	struct opal_jit_table *jits;
+	uint64_t conn;
+	const char *host_id;          /* Hello.host_id (host.id), NULL when unknown */
+	const char *kernel_release;   /* Hello.kernel_release (os.version), NULL when unknown */
 };
 
 struct opal_ingest_stats {
 	uint64_t samples;          /* sample timestamps added */
+	uint64_t off_cpu_samples;  /* ... of off-CPU stacks (not in samples) */
 	uint64_t frames;
 	uint64_t frames_symbolized;
 	uint64_t frames_malformed; /* bad mapping index etc.: kept as error locations */
 	uint64_t stacks_malformed; /* timestamps/cpus length mismatch, too deep: dropped */
+	uint64_t interp_unnamed;   /* interpreter frames whose code object is unknown */
+	uint64_t process_ctx_invalid; /* process context payloads that did not decode */
 };
 
 /* Adds every sample of `iv` to `p`, symbolizing through `s`. Samples keep

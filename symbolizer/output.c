@@ -9,11 +9,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "log.h"
-#include "outfile.h"
-#include "pprof.h"
+#include "base/atomic_file.h"
+#include "base/metrics.h"
+#include "profile/pprof.h"
+#include "shared/log.h"
 
 #define INTERVAL_PREFIX "interval-"
+#define OFFCPU_PREFIX "offcpu-"   /* the off-CPU pprof of an interval, same stamp */
 #define PPROF_SUFFIX ".pb.gz"
 #define OTLP_SUFFIX ".otlp.pb"
 #define TMP_SUFFIX ".tmp"    /* opal_outfile_write's temporary name */
@@ -27,7 +29,8 @@ static bool has_suffix(const char *name, const char *suffix)
 
 static int is_interval_tmp(const struct dirent *d)
 {
-	return strncmp(d->d_name, INTERVAL_PREFIX, strlen(INTERVAL_PREFIX)) == 0 &&
+	return (strncmp(d->d_name, INTERVAL_PREFIX, strlen(INTERVAL_PREFIX)) == 0 ||
+		strncmp(d->d_name, OFFCPU_PREFIX, strlen(OFFCPU_PREFIX)) == 0) &&
 	       has_suffix(d->d_name, TMP_SUFFIX);
 }
 
@@ -52,7 +55,8 @@ static int remove_tmp(const char *dir, int (*want)(const struct dirent *))
 static int is_whole_tmp(const struct dirent *d)
 {
 	return strcmp(d->d_name, "profile" PPROF_SUFFIX TMP_SUFFIX) == 0 ||
-	       strcmp(d->d_name, "profile" OTLP_SUFFIX TMP_SUFFIX) == 0;
+	       strcmp(d->d_name, "profile" OTLP_SUFFIX TMP_SUFFIX) == 0 ||
+	       strcmp(d->d_name, "offcpu" PPROF_SUFFIX TMP_SUFFIX) == 0;
 }
 
 int opal_output_init(struct opal_output *o)
@@ -96,6 +100,9 @@ static void rotate(struct opal_output *o)
 			unlink(path);
 			snprintf(path, sizeof(path), "%s/%s%s", dir, stem, OTLP_SUFFIX);
 			unlink(path);
+			snprintf(path, sizeof(path), "%s/" OFFCPU_PREFIX "%s%s", dir,
+				 stem + strlen(INTERVAL_PREFIX), PPROF_SUFFIX);
+			unlink(path);
 		}
 		free(names[i]);
 	}
@@ -124,6 +131,8 @@ void opal_output_interval_free(struct opal_output_interval *enc)
 {
 	free(enc->pprof_gz);
 	free(enc->otlp);
+	free(enc->pprof_path);
+	free(enc->offcpu_gz);
 	*enc = (struct opal_output_interval){ 0 };
 }
 
@@ -146,13 +155,18 @@ int opal_output_write_interval(struct opal_output *o, const struct opal_profile 
 	int err;
 
 	*enc = (struct opal_output_interval){ 0 };
-	if ((err = opal_pprof_encode(p, true, &enc->pprof_gz, &enc->pprof_len)) < 0) {
+	if ((err = opal_pprof_encode(p, true, &enc->pprof_gz, &enc->pprof_len)) < 0 ||
+	    (opal_profile_n_samples_of(p, true) &&
+	     (err = opal_pprof_encode_of(p, true, true, &enc->offcpu_gz, &enc->offcpu_len)) < 0)) {
 		opal_err("interval %" PRIu64 ": pprof encoding failed: %s", seq, strerror(-err));
+		opal_metrics_interval_unwritten(OPAL_UNWRITTEN_ENCODE);
+		opal_output_interval_free(enc);
 		return err;
 	}
 	if ((want_otlp || o->write_intervals) &&
 	    (err = opal_otlp_encode(p, o->otlp, &enc->otlp, &enc->otlp_len)) < 0) {
 		opal_err("interval %" PRIu64 ": OTLP encoding failed: %s", seq, strerror(-err));
+		opal_metrics_interval_unwritten(OPAL_UNWRITTEN_ENCODE);
 		opal_output_interval_free(enc);
 		return err;
 	}
@@ -163,17 +177,33 @@ int opal_output_write_interval(struct opal_output *o, const struct opal_profile 
 	err = write_file(stem, PPROF_SUFFIX, enc->pprof_gz, enc->pprof_len);
 	if (!err)
 		err = write_file(stem, OTLP_SUFFIX, enc->otlp, enc->otlp_len);
+	if (!err && asprintf(&enc->pprof_path, "%s%s", stem, PPROF_SUFFIX) < 0)
+		enc->pprof_path = NULL;   /* only a saving is lost: recent.c writes a copy */
+	snprintf(stem, sizeof(stem), "%s/intervals/" OFFCPU_PREFIX "%019" PRIu64 "-%06" PRIu64,
+		 o->dir, start_unix_ns, seq);
+	if (!err && enc->offcpu_gz)
+		err = write_file(stem, PPROF_SUFFIX, enc->offcpu_gz, enc->offcpu_len);
 	if (o->keep_intervals)
 		rotate(o);
-	if (err)
+	if (err) {
+		opal_metrics_interval_unwritten(err == -ENOSPC || err == -EDQUOT
+							? OPAL_UNWRITTEN_DISK_FULL : OPAL_UNWRITTEN_IO);
 		opal_output_interval_free(enc);
+	}
 	return err;
 }
 
 int opal_output_write_whole(struct opal_output *o, const struct opal_profile *p)
 {
 	char stem[4200];
+	int err;
 
 	snprintf(stem, sizeof(stem), "%s/profile", o->dir);
-	return write_pair(o, p, stem);
+	err = write_pair(o, p, stem);
+	snprintf(stem, sizeof(stem), "%s/offcpu" PPROF_SUFFIX, o->dir);
+	if (err || opal_profile_n_samples_of(p, true) == 0)
+		return err;
+	if ((err = opal_pprof_write_of(p, true, stem)) < 0)
+		opal_err("writing %s: %s", stem, strerror(-err));
+	return err;
 }

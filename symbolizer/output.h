@@ -1,7 +1,10 @@
 /* Files the symbolizer writes under --out-dir:
  *   intervals/interval-<start_unix_ns>-<seq>.pb.gz     pprof of one interval
  *   intervals/interval-<start_unix_ns>-<seq>.otlp.pb   OTLP request of it
+ *   intervals/offcpu-<start_unix_ns>-<seq>.pb.gz       its off-CPU pprof, when it has
+ *                                                      off-CPU samples (docs/offcpu.md)
  *   profile.pb.gz, profile.otlp.pb                     whole run (--whole-run)
+ *   offcpu.pb.gz                                       its off-CPU pprof (--whole-run)
  * Every file is written to a temporary name and renamed, so a reader never
  * sees a partial file. Each interval is encoded once; the encodings are
  * handed back for the recent profiles and the exporters. */
@@ -11,8 +14,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "otlp.h"
-#include "profile.h"
+#include "profile/otlp.h"
+#include "profile/profile.h"
 
 struct opal_output {
 	const char *dir;            /* borrowed */
@@ -27,6 +30,9 @@ struct opal_output_interval {
 	size_t pprof_len;
 	uint8_t *otlp;              /* ExportProfilesServiceRequest (otlp.h), or NULL */
 	size_t otlp_len;
+	char *pprof_path;           /* the interval's pprof file, or NULL (none written) */
+	uint8_t *offcpu_gz;         /* gzip'd off-CPU pprof, when it has off-CPU samples */
+	size_t offcpu_len;
 };
 
 /* Creates <dir>/intervals if needed and deletes the temporary files a
@@ -34,7 +40,8 @@ struct opal_output_interval {
  * profile.otlp.pb.tmp in <dir>; nothing else). Returns 0 or -errno. */
 int opal_output_init(struct opal_output *o);
 
-/* Encodes one interval: gzip'd pprof always, OTLP when `want_otlp` or
+/* Encodes one interval: gzip'd pprof always (and its off-CPU pprof when
+ * it has off-CPU samples), OTLP when `want_otlp` or
  * when files are written. With write_intervals it writes the pair of
  * interval files, then deletes the oldest pairs beyond keep_intervals.
  * On success `enc` holds the encodings (the caller frees them); on error

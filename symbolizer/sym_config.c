@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "http_server.h"
-#include "log.h"
-#include "otlp_http.h"
+#include "export/otlp_http.h"
+#include "http/http_server.h"
+#include "shared/log.h"
 
 #define F(field) offsetof(struct opal_sym_config, o.field)
 
@@ -22,10 +22,12 @@ static const struct opal_opt opts[] = {
 	  .help = "collector socket to listen on (unless systemd passes it)" },
 	{ .name = "state-dir", .type = OPAL_OPT_STRING, .offset = F(state_dir),
 	  .def = "/var/lib/opal", .arg = "DIR",
-	  .help = "SQLite cache, ledger, debug-info store, recent profiles (recent/)" },
+	  .help = "SQLite cache, ledger, debug-info store, recent profiles (recent/); "
+		  "created with its parents (mode 0700)" },
 	{ .name = "out-dir", .type = OPAL_OPT_STRING, .offset = F(out_dir),
 	  .def = "/var/lib/opal/out", .arg = "DIR",
-	  .help = "profile files: intervals/, profile.pb.gz, profile.otlp.pb" },
+	  .help = "profile files: intervals/, profile.pb.gz, profile.otlp.pb; created with "
+		  "its parents (mode 0755)" },
 	{ .name = "keep-intervals", .type = OPAL_OPT_UINT, .offset = F(keep_intervals),
 	  .def = "100", .arg = "N", .help = "interval file pairs kept in intervals/, 0 = all",
 	  .max = 1000000, .reloadable = true },
@@ -33,6 +35,9 @@ static const struct opal_opt opts[] = {
 	  .help = "also write profile.pb.gz and profile.otlp.pb of the whole run" },
 	{ .name = "user", .type = OPAL_OPT_STRING, .offset = F(user), .arg = "NAME",
 	  .help = "when started as root: bind, then drop to NAME (required as root)" },
+	{ .name = "output-group", .type = OPAL_OPT_STRING, .offset = F(output_group), .arg = "NAME",
+	  .help = "make --out-dir and its profiles readable by group NAME (mode 2750, files "
+		  "0640); otherwise they are the symbolizer's user's alone (0700, 0600)" },
 	{ .name = "allow-uid", .type = OPAL_OPT_LIST, .offset = F(allow_uid), .arg = "UID",
 	  .help = "accept collectors of this uid besides 0 (repeatable, at most 16)" },
 	{ .name = "max-open-files", .type = OPAL_OPT_UINT, .offset = F(max_open_files),
@@ -43,6 +48,17 @@ static const struct opal_opt opts[] = {
 	  .help = "memory of the open libdwfl sessions together (debug sections, line "
 		  "tables), least recently used closed first; 0 = no bound",
 	  .max = 1ull << 44, .reloadable = true },
+	{ .name = "max-decompress", .type = OPAL_OPT_SIZE, .offset = F(max_decompress),
+	  .def = "512m", .arg = "BYTES",
+	  .help = "decompressed bytes one ELF file's compressed sections (zlib, zstd, "
+		  ".zdebug, .gnu_debugdata xz) may declare; a file over it is refused before "
+		  "anything is decompressed (docs/deployment.md)",
+	  .min = 1u << 20, .max = 1ull << 44, .reloadable = true },
+	{ .name = "max-index-memory", .type = OPAL_OPT_SIZE, .offset = F(max_index_memory),
+	  .def = "256m", .arg = "BYTES",
+	  .help = "memory of the DWARF address indexes of all files together, least recently "
+		  "used units evicted first (rebuilt when needed)",
+	  .min = 1u << 20, .max = 1ull << 44, .reloadable = true },
 	{ .name = "verbose", .type = OPAL_OPT_BOOL, .offset = F(verbose), .help = "debug logging",
 	  .reloadable = true },
 	{ .name = "http-listen", .type = OPAL_OPT_STRING, .offset = F(http_listen),
@@ -110,6 +126,14 @@ static const struct opal_opt opts[] = {
 	  .env = "OTEL_SERVICE_NAME", .arg = "NAME",
 	  .help = "service.name of the otlp-logs resource (profiles carry each process's own)",
 	  .reloadable = true },
+	{ .name = "otlp-receive", .type = OPAL_OPT_BOOL, .offset = F(otlp_receive),
+	  .help = "serve POST /v1development/profiles: OTLP profiles from other agents are "
+		  "symbolized and forwarded (--otlp-forward)" },
+	{ .name = "otlp-forward", .type = OPAL_OPT_STRING, .offset = F(otlp_forward),
+	  .arg = "URL",
+	  .help = "full URL the received profiles go to (default: the OTLP profiles endpoint, "
+		  "--otlp-endpoint and its variables); headers, timeout and compression are "
+		  "the profiles exporter's" },
 	{ .name = "flamegraph-keep", .type = OPAL_OPT_UINT, .offset = F(flamegraph_keep),
 	  .def = "720", .arg = "N",
 	  .help = "recent interval profiles kept in state-dir/recent for GET /flamegraph; "
@@ -153,6 +177,8 @@ static void free_derived(struct opal_sym_config *c)
 {
 	free(c->profiles_url);
 	free(c->logs_url);
+	free(c->forward_url);
+	c->forward_url = NULL;
 	for (int s = 0; s < 2; s++) {
 		free(c->signal[s].headers);
 		c->signal[s] = (struct opal_sym_signal){ 0 };
@@ -265,6 +291,33 @@ static int derive_signal(struct opal_sym_config *c, enum opal_otlp_signal sig, c
 	return 0;
 }
 
+/* c->forward_url: --otlp-forward as it is, else the profiles endpoint. */
+static int derive_forward(struct opal_sym_config *c, char *why, size_t why_len)
+{
+	const char *f = c->o.otlp_forward;
+
+	if (f && *f) {
+		if (strncmp(f, "http://", 7) != 0 && strncmp(f, "https://", 8) != 0) {
+			snprintf(why, why_len, "otlp-forward: '%s' is not an http:// or https:// URL",
+				 f);
+			return -EINVAL;
+		}
+		if (!(c->forward_url = strdup(f))) {
+			snprintf(why, why_len, "out of memory");
+			return -ENOMEM;
+		}
+		return 0;
+	}
+	int err = resolve(c, OPAL_OTLP_SIGNAL_PROFILES, &c->forward_url, why, why_len);
+	if (err == 0 && !c->forward_url) {
+		snprintf(why, why_len, "otlp-receive: nowhere to forward to: give --otlp-forward URL "
+			 "or an OTLP endpoint (--otlp-endpoint, OTEL_EXPORTER_OTLP_ENDPOINT, "
+			 "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT)");
+		return -EINVAL;
+	}
+	return err;
+}
+
 /* Computes the derived values from c->o and c->src. On error they are
  * released and `why` holds the reason. */
 static int derive(struct opal_sym_config *c, char *why, size_t why_len)
@@ -312,6 +365,8 @@ static int derive(struct opal_sym_config *c, char *why, size_t why_len)
 		goto fail;
 	if (opal_strlist_has(&c->o.exports, "otlp-logs") &&
 	    (err = resolve(c, OPAL_OTLP_SIGNAL_LOGS, &c->logs_url, why, why_len)) < 0)
+		goto fail;
+	if (c->o.otlp_receive && (err = derive_forward(c, why, why_len)) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -9,17 +9,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "config.h"
-#include "otlp.h"
-#include "otlp_http.h"
-#include "server.h"
+#include "collector_link.h"
+#include "export/otlp_http.h"
+#include "profile/otlp.h"
+#include "shared/config.h"
 
 #define OPAL_SYMBOLIZER_CONFIG_ENV "OPAL_SYMBOLIZER_CONFIG"
 
 /* Values as loaded (field per option; see the table in sym_config.c). */
 struct opal_sym_options {
-	char *socket, *state_dir, *out_dir, *user;
-	uint64_t keep_intervals, max_open_files, max_debug_memory;
+	char *socket, *state_dir, *out_dir, *user, *output_group;
+	uint64_t keep_intervals, max_open_files, max_debug_memory, max_decompress, max_index_memory;
 	bool whole_run, verbose;
 	struct opal_strlist allow_uid;
 	char *http_listen, *token_file, *tls_cert, *tls_key;
@@ -31,6 +31,8 @@ struct opal_sym_options {
 	uint64_t otlp_timeout_ms, otlp_queue_bytes;
 	char *resource_attributes, *service_name;
 	uint64_t flamegraph_keep, flamegraph_max_bytes, flamegraph_max_age_s;
+	bool otlp_receive;
+	char *otlp_forward;
 };
 
 /* An exporter's request settings for one signal: the signal's own
@@ -53,6 +55,7 @@ struct opal_sym_config {
 	bool http_required;                  /* http-listen set by flag, env or file */
 	bool write_intervals;                /* "pprof" in exports */
 	char *profiles_url, *logs_url;       /* resolved when the exporter is on; else NULL */
+	char *forward_url;                   /* with otlp-receive: where received profiles go */
 	struct opal_sym_signal signal[2];    /* by enum opal_otlp_signal */
 	struct opal_otlp_kv *res_attrs;      /* parsed resource-attributes */
 	size_t n_res_attrs;

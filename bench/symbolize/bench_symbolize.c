@@ -30,10 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "symbolizer/cache.h"
-#include "symbolizer/sym_index.h"
-#include "symbolizer/sym_sources.h"
-#include "symbolizer/symbolize.h"
+#include "symbolizer/debuginfo/debuginfo_sources.h"
+#include "symbolizer/symbolize/sym_index.h"
+#include "symbolizer/symbolize/sym_sqlite.h"
+#include "symbolizer/symbolize/symbolize.h"
 
 #define MAX_ADDRESSES 10000000
 

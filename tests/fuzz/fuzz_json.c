@@ -1,9 +1,9 @@
 /* libFuzzer target: the HTTP API's JSON request parsers
- * (symbolizer/http_json.h) on arbitrary bodies. Every parser must either
+ * (symbolizer/http/http_json.h) on arbitrary bodies. Every parser must either
  * accept with fields in range or refuse with a reason, never crash, leak
  * or read past the body.
  *
- * fuzz-sources: symbolizer/http_json.c symbolizer/debuginfo_store.c
+ * fuzz-sources: symbolizer/http/http_json.c symbolizer/debuginfo/debuginfo_store.c
  *   (only opal_di_id_valid is reached; the rest links) plus what it links:
  *   see tests/fuzz/build_debuginfo.sh
  * Seeds: tests/fuzz/seeds/json/ */
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "symbolizer/http_json.h"
+#include "symbolizer/http/http_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "collector/unwind_table.h"
+#include "collector/unwind/table/unwind_table.h"
 
 /* Aborts (a libFuzzer crash) when `ok` is false. */
 static void require(int ok, const char *what)

@@ -15,9 +15,10 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "symbolizer/debuginfo_store.h"
-#include "symbolizer/elf_probe.h"
-#include "symbolizer/keepdebug.h"
+#include "symbolizer/debuginfo/debuginfo_keep.h"
+#include "symbolizer/debuginfo/debuginfo_probe.h"
+#include "symbolizer/debuginfo/debuginfo_store.h"
+#include "symbolizer/symbolize/sym_dwfl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -41,14 +42,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		enum opal_debug_quality q;
 		snprintf(r.id, sizeof(r.id), "%s", gnu_id);
 		why[0] = '\0';
-		bool ok = opal_debuginfo_validate(fd, &r, &q, why, sizeof(why));
+		bool ok = opal_debuginfo_validate(fd, &r, opal_dwfl_rank, &q, why, sizeof(why));
 		/* Always a reason; a rank only in range; sources carry none. */
 		if (!why[0] || (unsigned)q > OPAL_DEBUG_DWARF_INLINE ||
 		    (ok && t == OPAL_DI_SOURCES && q != OPAL_DEBUG_NONE))
 			abort();
 		r.id_type = OPAL_DI_ID_HTLHASH;
 		snprintf(r.id, sizeof(r.id), "00112233445566778899aabbccddeeff");
-		(void)opal_debuginfo_validate(fd, &r, &q, why, sizeof(why));
+		(void)opal_debuginfo_validate(fd, &r, opal_dwfl_rank, &q, why, sizeof(why));
 	}
 	/* The keep-debug writer reads the same untrusted input. */
 	int out = memfd_create("keepdebug", MFD_CLOEXEC);

@@ -22,7 +22,7 @@ need_fixtures "$fx/chain" "$fx/libchain.so" "$fx/sysloop"
 # ---- run -----------------------------------------------------------------------
 make_tmp opal-it
 make_dirs "$tmp"
-chmod 0777 "$tmp/state" "$tmp/out" "$tmp/run"
+chmod 0777 "$tmp/state" "$tmp/out"   # run/ stays root's: the collector refuses a socket folder others may write
 out=$tmp/out
 deldir=$tmp/deleted
 mkdir -p "$deldir"

@@ -145,16 +145,19 @@ grep -q "ack (78, 1)" "$tmp/stall.log" && grep -q "stalled peer closed" "$tmp/st
 kill -TERM $sym; wait $sym
 
 # Full disk: the interval is not acknowledged, the connection is closed (a
-# collector re-sends what is unacknowledged when it reconnects), and it is
-# written once there is room again.
+# collector re-sends what is unacknowledged when it reconnects), it is
+# counted in /metrics (opal_intervals_unwritten_total{reason="disk_full"}),
+# and it is written once there is room again.
 mkdir -p "$tmp/full"
 if mount -t tmpfs -o size=512k,mode=0755 tmpfs "$tmp/full"; then
 	mkdir "$tmp/full/out"
 	launch_symbolizer "$tmp/full.log" --socket "$tmp/full.sock" --state-dir "$tmp/full-state" \
-		--out-dir "$tmp/full/out" --user nobody --http-listen none || finish
+		--out-dir "$tmp/full/out" --user nobody --http-listen 127.0.0.1:0 || finish
 	full_sym=$sym_pid
+	full_port=$(http_port "$tmp/full.log")
 	dd if=/dev/zero of="$tmp/full/fill" bs=4k count=1000 2>/dev/null
-	PYTHONPATH=$lib_dir python3 - "$tmp/full.sock" "$tmp/full/fill" > "$tmp/full.client.log" 2>&1 <<'PY'
+	mkfifo "$tmp/full.go"
+	PYTHONPATH=$lib_dir python3 -u -c "$(cat <<'PY'
 import os, sys
 from wire_client import *
 sock_path, fill = sys.argv[1], sys.argv[2]
@@ -169,12 +172,28 @@ try:
     print("unexpected ack", read_ack(s))
 except (OSError, RuntimeError, EOFError) as e:
     print("no ack, connection closed:", type(e).__name__)
+input()   # the test reads /metrics before there is room again
 os.unlink(fill)
 s = connect(sock_path)
 s.sendall(frame(hello()))
 s.sendall(iv)
 print("ack after room", read_ack(s))
 PY
+)" "$tmp/full.sock" "$tmp/full/fill" <"$tmp/full.go" >"$tmp/full.client.log" 2>&1 &
+	client=$!
+	exec 7>"$tmp/full.go"
+	for _ in $(seq 100); do
+		grep -q "no ack" "$tmp/full.client.log" && break
+		sleep 0.1
+	done
+	unwritten=$(curl -s --max-time 10 "http://127.0.0.1:$full_port/metrics" |
+		sed -n 's/^opal_intervals_unwritten_total{reason="disk_full"} \([0-9]*\)$/\1/p')
+	echo >&7
+	exec 7>&-
+	wait "$client"
+	[ "${unwritten:-0}" -ge 1 ] &&
+		pass "full disk: counted in /metrics (disk_full $unwritten)" ||
+		fail "full disk: counted in /metrics" "opal_intervals_unwritten_total{reason=\"disk_full\"} is '${unwritten}'"
 	grep -q "no ack, connection closed" "$tmp/full.client.log" &&
 		grep -q "ack after room (79, 1)" "$tmp/full.client.log" &&
 		[ "$(ls "$tmp/full/out/intervals/" | grep -c '\.pb\.gz$')" -eq 1 ] &&

@@ -30,12 +30,84 @@ if grep -q ' _start$' "$tmp/run.out" && grep -q ' _PyEval_EvalFrameDefault$' "$t
 else
 	fail "top list" "$(head -30 "$tmp/run.out")"
 fi
+# ... and, through the interpreter, the demo's own Python functions with
+# their file and first line (scripts/demo_load.py).
+demo=$repo/scripts/demo_load.py
+missing=
+for fn in main compress_round json_round sort_round; do
+	line=$(grep -n "^def $fn(" "$demo" | cut -d: -f1)
+	grep -qF " $fn ($demo:$line)" "$tmp/run.out" || missing+=" $fn:$line"
+done
+[ -z "$missing" ] && pass "top list: the demo's Python functions with file and line" ||
+	fail "top list: the demo's Python functions" "missing$missing in: $(grep -F "$demo" "$tmp/run.out" | head -5)"
+# The flame graph shows them too, as Python frames, between the right
+# native frames: sort_key's caller chain runs through the native sort
+# (Python -> C -> Python) to sort_round, main, <module> and then native
+# frames again down to _start; compress_round calls into zlib.
+report_lines < <(python3 - "$tmp/out/flamegraph.html" "$demo" <<'EOF'
+import json, re, sys
+page, demo = open(sys.argv[1]).read(), sys.argv[2]
+m = re.search(r'<script id="opal-data" type="application/json">(.*?)</script>', page, re.S)
+data = json.loads(m.group(1)) if m else {"names": [], "kinds": [], "nodes": {}}
+nodes, names, kinds = data["nodes"], data["names"], data["kinds"]
+n = len(nodes.get("name", []))
+name = lambda i: names[nodes["name"][i]]
+kind = lambda i: kinds[nodes["kind"][i]]
+lines = {f: i + 1 for i, l in enumerate(open(demo)) for f in [l[4:l.find("(")]]
+         if l.startswith("def ")}
+def check(what, ok, why):
+    print(("PASS " if ok else "FAIL ") + "flame graph: " + what + ("" if ok else ": " + why))
+def label(fn):
+    return "%s (%s:%d)" % (fn, demo, lines[fn])
+def ancestors(i):
+    out = []
+    while nodes["parent"][i] >= 0:
+        i = nodes["parent"][i]
+        out.append(i)
+    return out
+for fn in ("main", "compress_round", "json_round", "sort_round", "sort_key"):
+    found = [i for i in range(n) if name(i) == label(fn) and kind(i) == "cpython"]
+    check("%s as a Python frame with file and first line" % label(fn), bool(found),
+          "no such cpython node among %d" % n)
+def chains(fn):
+    return [[i] + ancestors(i) for i in range(n) if name(i) == label(fn)]
+good = []
+for c in chains("sort_key"):
+    py = [k for k, i in enumerate(c) if kind(c[k]) == "cpython"]
+    between = [name(i) for i in c[1:py[1]]] if len(py) > 1 else []
+    rest = [name(i) for i in c[py[-1] + 1:]]
+    if (len(py) > 3 and [name(c[k]) for k in py[1:4]] == [label("sort_round"), label("main"),
+            "<module> (%s:1)" % demo] and between and between[0] == "_PyEval_EvalFrameDefault"
+            and any("sort" in b for b in between) and "_start" in rest):
+        good.append(c)
+check("sort_key <- _PyEval_EvalFrameDefault ... native sort ... <- sort_round <- main <- "
+      "<module> <- native frames to _start", bool(good),
+      "; ".join(";".join(name(i) for i in c) for c in chains("sort_key")[:2])[:600])
+rounds = set(c[0] for c in chains("compress_round"))
+zlib = [j for j in range(n) if "zlib" in name(j) and kind(j) != "cpython" and
+        rounds.intersection(ancestors(j))]
+check("compress_round calls into zlib (native zlib frames leafward of it)", bool(zlib),
+      "no zlib frame under %d compress_round nodes" % len(rounds))
+EOF
+)
 grep -q '^ok: symbolized user frames and kernel frames present' "$tmp/run.out" &&
 	pass "profile check passes" || fail "profile check" "$(tail -3 "$tmp/run.out")"
-pgrep -f 'import json, os, zlib' >/dev/null &&
-	fail "demo load" "still running after run.sh ended" || pass "demo load stopped with the run"
-pgrep -f "$tmp/var/collector.sock" >/dev/null &&
-	fail "daemons" "still running after run.sh ended" || pass "daemons stopped with the run"
+# run.sh names the pid of each process it starts, each the leader of its
+# own session (setsid): once it has ended, nothing may be left in those
+# sessions.
+session_gone() {   # CHECK NAME: PASS when run.sh named NAME's pid and its session is empty
+	local pid left
+	pid=$(sed -n "s/^make run: $2 is pid \([0-9]*\) (its own session)$/\1/p" "$tmp/run.err")
+	if [ -z "$pid" ]; then
+		fail "$1" "run.sh did not name the pid of $2"
+		return
+	fi
+	left=$(ps -o pid=,args= -s "$pid" 2>/dev/null)
+	[ -z "$left" ] && pass "$1 (pid $pid)" || fail "$1" "still running after run.sh ended: $left"
+}
+session_gone "demo load stopped with the run" "the demo load"
+session_gone "symbolizer stopped with the run" opal-symbolizer
+session_gone "collector stopped with the run" opal-collector
 
 # Stopped early: SIGTERM (what Ctrl-C delivers to a foreground run) makes it
 # stop the collector first, which flushes its last interval.

@@ -163,8 +163,7 @@ wait_for_exit "$sym" 60
 why="exit $wait_rc: $(tail -n 3 "$tmp/symbolizer.log")"
 check "symbolizer stops cleanly, logging the exporter totals" \
 	test "$wait_rc" -eq 0 -a -n "$(grep 'otlp-logs export totals' "$tmp/symbolizer.log")"
-why="$(grep -m3 'seccomp: denied' "$tmp/symbolizer.log")"
-check "no seccomp denial" test -z "$why"
+check_exit_denials "no seccomp denial" "$tmp/symbolizer.log" 0
 
 kill -TERM "$rcv_pid" 2>/dev/null
 wait_for_exit "$rcv_pid" 10

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install and the systemd units:
 # - `make install PREFIX=/usr DESTDIR=ROOT` puts binaries, units, the
-#   default configuration, manual pages and docs in place;
+#   sysusers.d and tmpfiles.d files, the default configuration, manual pages
+#   and docs in place; systemd-sysusers and systemd-tmpfiles, on ROOT, make
+#   the symbolizer's user _opal and its private state folder from them;
 # - `systemd-analyze verify --root=ROOT` accepts the installed units without
 #   a single message (it needs their ExecStart binaries and man pages, so it
 #   runs on the installed copies; ROOT also gets the host's own units, which
@@ -37,22 +39,37 @@ else
 	finish
 fi
 expected=(
-	usr/bin/opal-collector usr/bin/opal-symbolizer usr/bin/opal-report
+	usr/sbin/opal-collector usr/sbin/opal-symbolizer usr/bin/opal-report
 	usr/lib/systemd/system/opal-collector.service usr/lib/systemd/system/opal-symbolizer.service
 	usr/lib/systemd/system/opal-symbolizer.socket etc/opal/opal.env
+	usr/lib/sysusers.d/opal.conf usr/lib/tmpfiles.d/opal.conf
 	usr/share/man/man8/opal-collector.8 usr/share/man/man8/opal-symbolizer.8
 	usr/share/man/man1/opal-report.1 usr/share/doc/opal/deployment.md
 )
 [ -x "$build/opal-debuginfo" ] && expected+=(usr/bin/opal-debuginfo usr/share/man/man1/opal-debuginfo.1)
 missing=()
 for f in "${expected[@]}"; do [ -e "$root/$f" ] || missing+=("$f"); done
-[ ${#missing[@]} -eq 0 ] && pass "installed: ${#expected[@]} files (binaries, units, config, man pages, docs)" ||
+[ ${#missing[@]} -eq 0 ] && pass "installed: ${#expected[@]} files (binaries, units, sysusers.d, tmpfiles.d, config, man pages, docs)" ||
 	fail "installed files" "missing: ${missing[*]}"
-grep -q "^ExecStart=/usr/bin/opal-symbolizer " "$unitdir/opal-symbolizer.service" &&
+grep -q "^ExecStart=/usr/sbin/opal-symbolizer " "$unitdir/opal-symbolizer.service" &&
 	grep -q "^EnvironmentFile=-/etc/opal/opal.env" "$unitdir/opal-collector.service" &&
 	! grep -q '@[a-z]*@' "$unitdir"/opal-* &&
 	pass "unit paths follow PREFIX and SYSCONFDIR" ||
 	fail "unit paths follow PREFIX and SYSCONFDIR" "$(grep -h -e ExecStart -e EnvironmentFile -e '@' "$unitdir"/opal-*)"
+if systemd-sysusers --root="$root" >"$tmp/sysusers.log" 2>&1 &&
+	systemd-tmpfiles --root="$root" --create opal.conf >"$tmp/tmpfiles.log" 2>&1; then
+	uid=$(awk -F: '$1 == "_opal" { print $3 }' "$root/etc/passwd")
+	got=$(stat -c '%a %u' "$root/var/lib/opal" 2>&1)
+	[ -n "$uid" ] && [ "$uid" -lt 1000 ] && [ "$got" = "700 $uid" ] &&
+		pass "sysusers.d makes the system user _opal (uid $uid), tmpfiles.d its /var/lib/opal (0700)" ||
+		fail "sysusers.d and tmpfiles.d" "uid '$uid'; /var/lib/opal: $got"
+else
+	fail "systemd-sysusers and systemd-tmpfiles accept the installed files" \
+		"$(cat "$tmp/sysusers.log" "$tmp/tmpfiles.log" 2>/dev/null)"
+fi
+grep -q '^User=_opal$' "$unitdir/opal-symbolizer.service" &&
+	pass "the symbolizer runs as _opal" ||
+	fail "the symbolizer runs as _opal" "$(grep -E '^(User|DynamicUser)=' "$unitdir/opal-symbolizer.service")"
 man -l "$root/usr/share/man/man8/opal-symbolizer.8" 2>/dev/null | grep -q -- '--state-dir' &&
 	pass "man page generated from --help" || fail "man page generated from --help" "no --state-dir in it"
 
@@ -122,7 +139,7 @@ start_receiver "$tmp/coll-notify.sock" "$tmp/coll-notify.txt"
 
 # shellcheck disable=SC2086 # the options are word lists, as systemd splits them
 systemd-socket-activate -l "$sock" -E NOTIFY_SOCKET="$notify" \
-	"$root/usr/bin/opal-symbolizer" --socket "$sock" --state-dir "$tmp/state" \
+	"$root/usr/sbin/opal-symbolizer" --socket "$sock" --state-dir "$tmp/state" \
 	--out-dir "$tmp/out" --whole-run --user nobody $sym_opts >"$tmp/sym.log" 2>&1 &
 sym=$!
 for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -135,7 +152,7 @@ fi
 
 # shellcheck disable=SC2086
 NOTIFY_SOCKET=$tmp/coll-notify.sock \
-	"$root/usr/bin/opal-collector" --socket "$sock" $coll_opts >"$tmp/collector.log" 2>&1 &
+	"$root/usr/sbin/opal-collector" --socket "$sock" $coll_opts >"$tmp/collector.log" 2>&1 &
 coll=$!
 wait_log "$tmp/notify.txt" READY=1 10
 if grep -q '^READY=1' "$tmp/notify.txt" && grep -q 'STATUS=' "$tmp/notify.txt"; then
@@ -187,8 +204,7 @@ if [ "$n" -ge 1 ] && "$root/usr/bin/opal-report" check "$tmp/out/profile.pb.gz" 
 else
 	fail "intervals written through the activated socket" "$n intervals; $(cat "$tmp/check.txt")"
 fi
-grep -q 'seccomp: denied' "$tmp/sym.log" &&
-	fail "no seccomp denial" "$(grep 'seccomp: denied' "$tmp/sym.log")"
+check_exit_denials "no seccomp denial" "$tmp/sym.log" 0
 
 # ---- uninstall ------------------------------------------------------------------------------
 echo "OPAL_SYMBOLIZER_OPTS=\"--keep-intervals 10\"" >>"$root/etc/opal/opal.env"
@@ -200,7 +216,7 @@ if make -s -C "$repo" uninstall PREFIX=/usr DESTDIR="$root" BUILD="$build" >"$tm
 	done
 	[ -e "$root/usr/share/doc/opal" ] && left+=(usr/share/doc/opal)
 	[ -e "$root/usr/bin/opal-debuginfo" ] && left+=(usr/bin/opal-debuginfo)
-	[ ${#left[@]} -eq 0 ] && pass "make uninstall removes binaries, units, man pages and docs" ||
+	[ ${#left[@]} -eq 0 ] && pass "make uninstall removes binaries, units, sysusers.d, tmpfiles.d, man pages and docs" ||
 		fail "make uninstall removes everything" "left: ${left[*]}"
 	[ -e "$root/etc/opal/opal.env" ] && grep -q 'keeping edited' "$tmp/uninstall.log" &&
 		pass "make uninstall keeps an edited configuration" ||

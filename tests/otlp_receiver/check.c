@@ -7,6 +7,8 @@
  *   so does every Resource;
  * - a Sample has values or timestamps (equal lengths when both);
  * - sample_type samples/count, period_type cpu/nanoseconds, period > 0;
+ *   or an off-CPU Profile: sample_type off_cpu/nanoseconds, no period,
+ *   one value per timestamp;
  *   resources carry service.name and process.pid.
  * Logs requests carry one gzip'd pprof, base64-encoded, per LogRecord with
  * the attribute contract of docs/export.md. */
@@ -344,9 +346,42 @@ static bool value_type_is(const Dict *d, const Opentelemetry__Proto__Profiles__V
 	       strcmp(d->string_table[vt->unit_strindex], unit) == 0;
 }
 
+/* A Sample's indices are in range (and mark what they reference). */
+static bool sample_refs(struct ck *c, const Dict *d, struct refs *r, const Sample *sm)
+{
+	return idx_ok(c, "Sample.stack_index", sm->stack_index, d->n_stack_table, r->stack) &&
+	       idx_ok(c, "Sample.link_index", sm->link_index, d->n_link_table, r->link) &&
+	       attr_list(c, d, r, "Sample.attribute_indices", sm->attribute_indices,
+			 sm->n_attribute_indices);
+}
+
+/* The samples of an off-CPU Profile (docs/offcpu.md): values and
+ * timestamps of equal length. */
+static bool check_off_cpu(struct ck *c, const Dict *d, struct refs *r, const Prof *p,
+			  struct rcv_summary *s)
+{
+	r->str[p->sample_type->type_strindex] = r->str[p->sample_type->unit_strindex] = 1;
+	if (p->period_type || p->period)
+		return failf(c, "an off-CPU profile has a period");
+	for (size_t i = 0; i < p->n_samples; i++) {
+		const Sample *sm = p->samples[i];
+		if (!sample_refs(c, d, r, sm))
+			return false;
+		if (!sm->n_values || sm->n_values != sm->n_timestamps_unix_nano)
+			return failf(c, "an off-CPU sample has %zu values and %zu timestamps",
+				     sm->n_values, sm->n_timestamps_unix_nano);
+		for (size_t k = 0; k < sm->n_values; k++)
+			s->off_cpu_ns += (uint64_t)sm->values[k];
+		s->off_cpu_samples += sm->n_timestamps_unix_nano;
+	}
+	return true;
+}
+
 static bool check_profile(struct ck *c, const Dict *d, struct refs *r, const Prof *p,
 			  struct rcv_summary *s)
 {
+	if (value_type_is(d, p->sample_type, "off_cpu", "nanoseconds"))
+		return check_off_cpu(c, d, r, p, s);
 	if (!value_type_is(d, p->sample_type, "samples", "count"))
 		return failf(c, "sample_type is not samples/count");
 	if (!value_type_is(d, p->period_type, "cpu", "nanoseconds"))
@@ -361,10 +396,7 @@ static bool check_profile(struct ck *c, const Dict *d, struct refs *r, const Pro
 		return false;
 	for (size_t i = 0; i < p->n_samples; i++) {
 		const Sample *sm = p->samples[i];
-		if (!idx_ok(c, "Sample.stack_index", sm->stack_index, d->n_stack_table, r->stack) ||
-		    !idx_ok(c, "Sample.link_index", sm->link_index, d->n_link_table, r->link) ||
-		    !attr_list(c, d, r, "Sample.attribute_indices", sm->attribute_indices,
-			       sm->n_attribute_indices))
+		if (!sample_refs(c, d, r, sm))
 			return false;
 		if (!sm->n_values && !sm->n_timestamps_unix_nano)
 			return failf(c, "a sample has neither values nor timestamps");

@@ -1,6 +1,7 @@
 /* otlp-receiver: the test OTLP/HTTP receiver as a program, for integration
  * tests (receiver.h describes behaviour scripts and control endpoints).
  *   otlp-receiver [--port N] [--log FILE] [--script STEPS] [--port-file FILE]
+ *                 [--save-dir DIR]
  * Listens on 127.0.0.1 until SIGTERM/SIGINT. --port 0 (default) picks a
  * free port, written to --port-file once listening. */
 #include "receiver.h"
@@ -23,13 +24,13 @@ static void on_signal(int sig)
 static int usage(void)
 {
 	fprintf(stderr, "usage: otlp-receiver [--port N] [--log FILE] [--script STEPS] "
-			"[--port-file FILE]\n");
+			"[--port-file FILE] [--save-dir DIR]\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
-	const char *log = NULL, *script = NULL, *port_file = NULL;
+	const char *log = NULL, *script = NULL, *port_file = NULL, *save_dir = NULL;
 	long port = 0;
 
 	for (int i = 1; i < argc; i++) {
@@ -46,6 +47,8 @@ int main(int argc, char **argv)
 			script = argv[++i];
 		} else if (strcmp(argv[i], "--port-file") == 0) {
 			port_file = argv[++i];
+		} else if (strcmp(argv[i], "--save-dir") == 0) {
+			save_dir = argv[++i];
 		} else {
 			return usage();
 		}
@@ -53,6 +56,10 @@ int main(int argc, char **argv)
 	struct otlp_receiver *r = otlp_receiver_start((uint16_t)port, log);
 	if (!r)
 		return 1;
+	if (save_dir && otlp_receiver_save_dir(r, save_dir) < 0) {
+		otlp_receiver_stop(r);
+		return 1;
+	}
 	if (script && otlp_receiver_script(r, script) < 0) {
 		fprintf(stderr, "otlp-receiver: bad --script '%s'\n", script);
 		otlp_receiver_stop(r);

@@ -30,6 +30,9 @@ struct otlp_receiver {
 	struct rcv_request *reqs;   /* RCV_MAX_REQUESTS */
 	size_t n_reqs;
 	FILE *log;
+	bool stopping;              /* otlp_receiver_stop: "slow" steps end at once */
+	char *save_dir;             /* NULL: bodies are not kept */
+	size_t n_saved;
 };
 
 /* Per-connection upload state. */
@@ -157,6 +160,9 @@ static json_t *record_json(const struct rcv_request *q)
 	json_object_set_new(o, "kind", json_string(q->sum.kind));
 	json_object_set_new(o, "resources", json_integer((json_int_t)q->sum.resources));
 	json_object_set_new(o, "samples", json_integer((json_int_t)q->sum.samples));
+	json_object_set_new(o, "off_cpu_samples",
+			    json_integer((json_int_t)q->sum.off_cpu_samples));
+	json_object_set_new(o, "off_cpu_ns", json_integer((json_int_t)q->sum.off_cpu_ns));
 	json_object_set_new(o, "log_records", json_integer((json_int_t)q->sum.log_records));
 	json_object_set_new(o, "period", json_integer((json_int_t)q->sum.period));
 	json_object_set_new(o, "mappings_without_build_id",
@@ -198,18 +204,26 @@ size_t otlp_receiver_requests(struct otlp_receiver *r, struct rcv_request *out, 
 	return n;
 }
 
-size_t otlp_receiver_wait(struct otlp_receiver *r, size_t n, int timeout_ms)
+/* CLOCK_MONOTONIC (the clock of r->cv) `ms` milliseconds from now. */
+static struct timespec deadline_in(int ms)
 {
 	struct timespec dl;
-	size_t got;
 
 	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
 	if (dl.tv_nsec >= 1000000000L) {
 		dl.tv_sec++;
 		dl.tv_nsec -= 1000000000L;
 	}
+	return dl;
+}
+
+size_t otlp_receiver_wait(struct otlp_receiver *r, size_t n, int timeout_ms)
+{
+	struct timespec dl = deadline_in(timeout_ms);
+	size_t got;
+
 	pthread_mutex_lock(&r->mu);
 	while (r->n_reqs < n && pthread_cond_timedwait(&r->cv, &r->mu, &dl) == 0)
 		;
@@ -316,6 +330,23 @@ static size_t response_body(bool logs, int64_t rejected, uint8_t *buf, size_t ca
 	return n <= cap ? n : 0;
 }
 
+/* Keeps the uncompressed body as SAVE_DIR/NNNN.pb, numbered from 0 in
+ * arrival order. */
+static void save_body(struct otlp_receiver *r, const uint8_t *b, size_t n)
+{
+	char path[4200];
+	FILE *f;
+
+	pthread_mutex_lock(&r->mu);
+	size_t k = r->n_saved++;
+	pthread_mutex_unlock(&r->mu);
+	if (!r->save_dir)
+		return;
+	snprintf(path, sizeof(path), "%s/%04zu.pb", r->save_dir, k);
+	if (!(f = fopen(path, "w")) || fwrite(b, 1, n, f) != n || fclose(f) != 0)
+		fprintf(stderr, "otlp-receiver: cannot save %s\n", path);
+}
+
 static enum MHD_Result handle_otlp(struct otlp_receiver *r, struct MHD_Connection *conn,
 				   const char *url, struct upload *up)
 {
@@ -346,6 +377,7 @@ static enum MHD_Result handle_otlp(struct otlp_receiver *r, struct MHD_Connectio
 		const uint8_t *b = q.content_encoding[0] ? plain : up->body;
 		size_t n = q.content_encoding[0] ? plain_len : up->len;
 		q.body_hash = fnv1a(b, n);
+		save_body(r, b, n);
 		q.valid = logs ? rcv_check_logs(b, n, &q.sum, q.error, sizeof(q.error))
 			       : rcv_check_profiles(b, n, &q.sum, q.error, sizeof(q.error));
 	}
@@ -354,11 +386,16 @@ static enum MHD_Result handle_otlp(struct otlp_receiver *r, struct MHD_Connectio
 	pthread_mutex_lock(&r->mu);
 	if (r->next_step < r->n_steps)
 		step = r->steps[r->next_step++];
+	/* A "slow" step holds its answer, but not the receiver's stop: the
+	 * client under test has given up or been stopped by then. */
+	if (step.delay_ms) {
+		struct timespec dl = deadline_in(step.delay_ms);
+		while (!r->stopping && pthread_cond_timedwait(&r->cv, &r->mu, &dl) == 0)
+			;
+	}
 	pthread_mutex_unlock(&r->mu);
 	q.status = step.status;
 	q.retry_after_s = step.retry_after_s;
-	if (step.delay_ms)
-		usleep((useconds_t)step.delay_ms * 1000);
 
 	out_len = step.status == 200 ? response_body(logs, step.rejected, out, sizeof(out)) : 0;
 	struct MHD_Response *resp =
@@ -477,6 +514,13 @@ struct otlp_receiver *otlp_receiver_start(uint16_t port, const char *log_path)
 	return r;
 }
 
+int otlp_receiver_save_dir(struct otlp_receiver *r, const char *dir)
+{
+	free(r->save_dir);
+	r->save_dir = dir ? strdup(dir) : NULL;
+	return !dir || r->save_dir ? 0 : -ENOMEM;
+}
+
 uint16_t otlp_receiver_port(const struct otlp_receiver *r)
 {
 	return r->port;
@@ -486,6 +530,10 @@ void otlp_receiver_stop(struct otlp_receiver *r)
 {
 	if (!r)
 		return;
+	pthread_mutex_lock(&r->mu);
+	r->stopping = true;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
 	MHD_stop_daemon(r->mhd);
 	clear_locked(r);
 	if (r->log)
@@ -493,5 +541,6 @@ void otlp_receiver_stop(struct otlp_receiver *r)
 	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->mu);
 	free(r->reqs);
+	free(r->save_dir);
 	free(r);
 }

@@ -46,6 +46,8 @@ struct rcv_summary {
 	uint64_t samples;               /* profiles: timestamps (or values) summed;
 					 * logs: "count" values of the embedded pprof */
 	uint64_t log_records;
+	uint64_t off_cpu_samples;       /* profiles: timestamps of off_cpu/nanoseconds Profiles */
+	uint64_t off_cpu_ns;            /* ... their values summed */
 	uint32_t pids[RCV_MAX_PIDS];    /* process.pid of resources (profiles) */
 	size_t n_pids;
 	char **names;                   /* distinct function names (malloc'd), at most
@@ -79,6 +81,11 @@ struct otlp_receiver;
  * request. */
 struct otlp_receiver *otlp_receiver_start(uint16_t port, const char *log_path);
 uint16_t otlp_receiver_port(const struct otlp_receiver *r);
+
+/* Keeps every well-formed request's uncompressed body as DIR/NNNN.pb
+ * (0000 first; NULL stops keeping them); call before requests arrive.
+ * Returns 0 or -ENOMEM. */
+int otlp_receiver_save_dir(struct otlp_receiver *r, const char *dir);
 void otlp_receiver_stop(struct otlp_receiver *r);
 
 /* Replaces the script; `spec` per the syntax above. Returns 0 or -EINVAL. */

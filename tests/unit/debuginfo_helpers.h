@@ -19,8 +19,9 @@
 #include <openssl/evp.h>
 
 #include "elf_symbol.h"
-#include "symbolizer/debuginfo_store.h"
-#include "symbolizer/symbolize.h"
+#include "symbolizer/debuginfo/debuginfo_store.h"
+#include "symbolizer/symbolize/sym_dwfl.h"
+#include "symbolizer/symbolize/symbolize.h"
 
 static char di_fixdir[PATH_MAX];
 
@@ -184,7 +185,7 @@ static __attribute__((unused)) struct opal_debuginfo_store *di_store(const char 
 	snprintf(db, sizeof(db), "%.4000s/state.db", dir);
 	struct opal_debuginfo_store_config c = { .dir = sdir, .db_path = db,
 						 .max_upload_bytes = max_upload,
-						 .expiry_s = expiry_s };
+						 .expiry_s = expiry_s, .rank = opal_dwfl_rank };
 	struct opal_debuginfo_store *st = opal_debuginfo_store_open(&c);
 	assert_non_null(st);
 	return st;

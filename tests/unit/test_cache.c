@@ -1,6 +1,6 @@
-/* Tests of the SQLite result cache (symbolizer/cache.h), the frame blob
- * codec (symbolizer/sym_codec.h) and the in-memory LRU cache
- * (symbolizer/sym_memcache.h). */
+/* Tests of the SQLite result cache (symbolizer/symbolize/sym_sqlite.h), the frame blob
+ * codec (symbolizer/symbolize/sym_codec.h) and the in-memory LRU cache
+ * (symbolizer/symbolize/sym_memcache.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,11 +14,11 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "symbolizer/base/sym_result.h"
+#include "symbolizer/symbolize/sym_codec.h"
+#include "symbolizer/symbolize/sym_memcache.h"
+#include "symbolizer/symbolize/sym_sqlite.h"
 #include "tmp_db.h"
-#include "symbolizer/cache.h"
-#include "symbolizer/sym_codec.h"
-#include "symbolizer/sym_memcache.h"
-#include "symbolizer/sym_result.h"
 
 static opal_file_id make_id(uint8_t tag)
 {
@@ -215,11 +215,11 @@ static void test_cache_frames(void **state)
 	rm_db(db);
 }
 
-/* Frames cached by another schema version (version 1 named sizeless
- * symbols only at their own address) are dropped at open. */
-static void test_cache_old_version_dropped(void **state)
+/* Frames cached by another schema version are dropped at open (version 1
+ * named sizeless symbols only at their own address, version 2 C++
+ * functions by their DWARF names). */
+static void check_old_version_dropped(const char *pragma)
 {
-	(void)state;
 	char db[PATH_MAX];
 	tmp_db(db, sizeof(db));
 	struct opal_cache *c = opal_cache_open(db);
@@ -231,7 +231,7 @@ static void test_cache_old_version_dropped(void **state)
 	opal_cache_close(c);
 	sqlite3 *raw;
 	assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(raw, "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(raw, pragma, NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(raw);
 	assert_non_null(c = opal_cache_open(db));
 	assert_int_equal(opal_cache_get_frames(c, &a, 0x1000, &out), -ENOENT);
@@ -243,6 +243,45 @@ static void test_cache_old_version_dropped(void **state)
 	opal_sym_result_free(&out);
 	opal_cache_close(c);
 	rm_db(db);
+}
+
+/* A refusal is found again by file ID, or by build ID when given, under
+ * a budget up to the one it was refused under, after a reopen. */
+static void test_cache_refused(void **state)
+{
+	(void)state;
+	char db[PATH_MAX], why[64];
+	tmp_db(db, sizeof(db));
+	struct opal_cache *c = opal_cache_open(db);
+	assert_non_null(c);
+	opal_file_id a = make_id(1), b = make_id(2);
+	static const uint8_t bid[4] = { 0xde, 0xad, 0xbe, 0xef };
+	assert_int_equal(opal_cache_get_refused(c, &a, NULL, 0, 512u << 20, why, sizeof(why)),
+			 -ENOENT);
+	assert_int_equal(opal_cache_put_refused(c, &a, bid, sizeof(bid), 512u << 20, "too big"),
+			 0);
+	opal_cache_close(c);
+	c = opal_cache_open(db);
+	assert_non_null(c);
+	assert_int_equal(opal_cache_get_refused(c, &a, NULL, 0, 512u << 20, why, sizeof(why)), 0);
+	assert_string_equal(why, "too big");
+	assert_int_equal(opal_cache_get_refused(c, &a, NULL, 0, 256u << 20, why, sizeof(why)), 0);
+	/* a raised budget judges the file again */
+	assert_int_equal(opal_cache_get_refused(c, &a, NULL, 0, 1u << 30, why, sizeof(why)),
+			 -ENOENT);
+	assert_int_equal(opal_cache_get_refused(c, &b, NULL, 0, 512u << 20, why, sizeof(why)),
+			 -ENOENT);
+	assert_int_equal(opal_cache_get_refused(c, &b, bid, sizeof(bid), 512u << 20, why,
+						sizeof(why)), 0);
+	opal_cache_close(c);
+	rm_db(db);
+}
+
+static void test_cache_old_version_dropped(void **state)
+{
+	(void)state;
+	check_old_version_dropped("PRAGMA user_version = 1");
+	check_old_version_dropped("PRAGMA user_version = 2");
 }
 
 static void test_cache_files_and_restart(void **state)
@@ -338,18 +377,18 @@ static void test_memcache(void **state)
 	sample_result(&in);
 
 	assert_int_equal(opal_sym_memcache_get(mc, &a, 1, &out), 0);
-	assert_int_equal(opal_sym_memcache_put(mc, &a, 1, &in), 0);
-	assert_int_equal(opal_sym_memcache_put(mc, &a, 2, &in), 0);
-	assert_int_equal(opal_sym_memcache_put(mc, &b, 1, &in), 0);
+	assert_int_equal(opal_sym_memcache_put_view(mc, &a, 1, &in, NULL), 0);
+	assert_int_equal(opal_sym_memcache_put_view(mc, &a, 2, &in, NULL), 0);
+	assert_int_equal(opal_sym_memcache_put_view(mc, &b, 1, &in, NULL), 0);
 	assert_int_equal(opal_sym_memcache_get(mc, &a, 1, &out), 1);   /* a/1 now most recent */
 	assert_same(&in, &out);
 	opal_sym_result_free(&out);
-	assert_int_equal(opal_sym_memcache_put(mc, &b, 2, &in), 0);   /* evicts a/2 */
+	assert_int_equal(opal_sym_memcache_put_view(mc, &b, 2, &in, NULL), 0);   /* evicts a/2 */
 	assert_int_equal(opal_sym_memcache_count(mc), 3);
 	assert_int_equal(opal_sym_memcache_get(mc, &a, 2, &out), 0);
 	assert_int_equal(opal_sym_memcache_get(mc, &a, 1, &out), 1);
 	opal_sym_result_free(&out);
-	assert_int_equal(opal_sym_memcache_put(mc, &a, 1, &in), 0);   /* replace, no growth */
+	assert_int_equal(opal_sym_memcache_put_view(mc, &a, 1, &in, NULL), 0);   /* replace, no growth */
 	assert_int_equal(opal_sym_memcache_count(mc), 3);
 
 	opal_sym_memcache_drop_file(mc, &b);
@@ -364,7 +403,7 @@ static void test_memcache(void **state)
 	mc = opal_sym_memcache_new(0, 500);
 	assert_non_null(mc);
 	for (uint64_t i = 0; i < 100; i++)
-		assert_int_equal(opal_sym_memcache_put(mc, &a, i, &in), 0);
+		assert_int_equal(opal_sym_memcache_put_view(mc, &a, i, &in, NULL), 0);
 	assert_true(opal_sym_memcache_count(mc) < 3);
 	assert_int_equal(opal_sym_memcache_get(mc, &a, 99, &out), 1);
 	opal_sym_result_free(&out);
@@ -374,7 +413,7 @@ static void test_memcache(void **state)
 	mc = opal_sym_memcache_new(0, 0);
 	struct opal_sym_result empty = { 0 };
 	for (uint64_t i = 0; i < 50000; i++)
-		assert_int_equal(opal_sym_memcache_put(mc, &b, i * 16, &empty), 0);
+		assert_int_equal(opal_sym_memcache_put_view(mc, &b, i * 16, &empty, NULL), 0);
 	for (uint64_t i = 0; i < 50000; i += 7)
 		assert_int_equal(opal_sym_memcache_get(mc, &b, i * 16, &out), 1);
 	assert_int_equal(opal_sym_memcache_get(mc, &b, 8, &out), 0);
@@ -385,6 +424,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_codec_round_trip),
+		cmocka_unit_test(test_cache_refused),
 		cmocka_unit_test(test_codec_rejects),
 		cmocka_unit_test(test_codec_long_names),
 		cmocka_unit_test(test_cache_frames),

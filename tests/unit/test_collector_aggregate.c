@@ -1,4 +1,4 @@
-/* Unit tests of collector/aggregate.c: merging samples into stacks per
+/* Unit tests of collector/send/aggregate.c: merging samples into stacks per
  * (process, thread, frames), mapping lists per process, bounds, and the
  * packed Interval message. */
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/aggregate.h"
+#include "collector/send/aggregate.h"
 
 #define NATIVE OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_NATIVE
 #define KERNEL OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_KERNEL
@@ -76,14 +76,16 @@ static Opal__Wire__V1__Interval *pack(struct opal_agg *a, opal_file_id **ids, si
 		.seq = 7, .run_id = 0x1234, .start_unix_ns = 100, .end_unix_ns = 200,
 		.idle_samples = 3, .counters = &ctr, .final = true,
 	};
-	uint8_t *buf;
-	size_t len;
+	struct opal_sendq_entry e = { 0 };
 
 	ctr.samples_total = 42;
 	ctr.maps_reads = 5;
-	assert_int_equal(opal_agg_pack(a, &m, &buf, &len, ids, n_ids), 0);
-	Opal__Wire__V1__Interval *iv = opal__wire__v1__interval__unpack(NULL, len, buf);
-	free(buf);
+	assert_int_equal(opal_agg_pack(a, &m, &e), 0);
+	*ids = e.ids;
+	*n_ids = e.n_ids;
+	free(e.code_ids);
+	Opal__Wire__V1__Interval *iv = opal__wire__v1__interval__unpack(NULL, e.len, e.buf);
+	free(e.buf);
 	assert_non_null(iv);
 	return iv;
 }
@@ -140,7 +142,7 @@ static void test_merge_and_pack(void **state)
 	/* same pid, new executable (exec): a separate process */
 	assert_int_equal(add(a, 10, 10, 0, 1005, &info_other, "other", sb, 3), 0);
 	assert_int_equal(opal_agg_n_samples(a), 6);
-	assert_int_equal(opal_agg_n_stacks(a), 5);
+	assert_int_equal(opal_agg_n_stacks(a), 6);
 
 	opal_file_id *ids;
 	size_t n_ids;
@@ -173,19 +175,24 @@ static void test_merge_and_pack(void **state)
 	assert_int_equal(p->mappings[1]->gnu_build_id.len, 0);
 	assert_string_equal(p->mappings[2]->path, "[vdso]");
 	assert_int_equal(p->mappings[2]->file_id.len, 0);
-	assert_int_equal(p->n_threads, 2);
+	assert_int_equal(p->n_threads, 3);
 
+	/* Thread 10 renamed itself after two samples: its stacks stay under
+	 * the name each was sampled with. */
 	Opal__Wire__V1__Thread *t10 = find_thread(p, 10);
-	assert_string_equal(t10->name, "app-renamed");   /* the latest comm */
+	assert_string_equal(t10->name, "app");
 	assert_int_equal(t10->n_stacks, 2);
+	Opal__Wire__V1__Thread *t10r = p->threads[1];
+	assert_int_equal(t10r->tid, 10);
+	assert_string_equal(t10r->name, "app-renamed");
+	assert_int_equal(t10r->n_stacks, 1);
+	assert_int_equal(t10r->stacks[0]->n_timestamps_unix_ns, 1);
+	assert_int_equal(t10r->stacks[0]->timestamps_unix_ns[0], 1002);
 	Opal__Wire__V1__Stack *s = t10->stacks[0];
-	/* sa and sa2 merged: two samples, in order, with their CPUs */
-	assert_int_equal(s->n_timestamps_unix_ns, 2);
-	assert_int_equal(s->n_cpus, 2);
+	assert_int_equal(s->n_timestamps_unix_ns, 1);
+	assert_int_equal(s->n_cpus, 1);
 	assert_int_equal(s->timestamps_unix_ns[0], 1000);
-	assert_int_equal(s->timestamps_unix_ns[1], 1002);
 	assert_int_equal(s->cpus[0], 0);
-	assert_int_equal(s->cpus[1], 1);
 	assert_int_equal(s->n_frames, 5);
 	assert_int_equal(s->frames[0]->kind, KERNEL);
 	assert_int_equal(s->frames[0]->address, 0xffffffff81000010);
@@ -301,14 +308,13 @@ static void test_sample_and_byte_bounds(void **state)
 	assert_true(refused >= 1);
 	Opal__Wire__V1__CollectorCounters ctr = OPAL__WIRE__V1__COLLECTOR_COUNTERS__INIT;
 	struct opal_interval_meta m = { .seq = 1, .counters = &ctr };
-	uint8_t *buf;
-	size_t len, n;
-	opal_file_id *ids;
-	assert_int_equal(opal_agg_pack(a, &m, &buf, &len, &ids, &n), 0);
+	struct opal_sendq_entry e = { 0 };
+	assert_int_equal(opal_agg_pack(a, &m, &e), 0);
 	/* one stack of 100 frames is ~1.3 KiB: the estimate bounds the real size */
-	assert_true(len <= bound + 2 * 1500 + 128);
-	free(buf);
-	free(ids);
+	assert_true(e.len <= bound + 2 * 1500 + 128);
+	free(e.buf);
+	free(e.ids);
+	free(e.code_ids);
 	opal_agg_free(a);
 }
 

@@ -1,5 +1,5 @@
-/* Unit tests of collector/debuglink.c and of the DEBUGLINK FileInfos of
- * collector/sender.c. A fake source stands for /proc: a temp folder plays
+/* Unit tests of collector/proc/debuglink.c and of the DEBUGLINK FileInfos of
+ * collector/send/sender.c. A fake source stands for /proc: a temp folder plays
  * the process's root directory (so the root-prefix stripping and the
  * openat2 walk run for real), with credentials chosen per test. One test
  * uses the live /proc on this process itself. The sender test plays the
@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "collector/debuglink.h"
-#include "collector/sender.h"
+#include "collector/proc/debuglink.h"
+#include "collector/send/sender.h"
 
 static char base[64], root[128], app[192], fixtures[4096];
 
@@ -512,17 +513,20 @@ static void test_errors(void **state)
 }
 
 /* The live /proc on this very process: a file of the temp tree is mapped,
- * found through map_files and /proc/self/status. */
+ * found through map_files and /proc/self/status. Following a
+ * /proc/PID/map_files link needs CAP_CHECKPOINT_RESTORE (the collector has
+ * it); without it (probed here with stat, not through the code under
+ * test) the lookup fails with the kernel's -EPERM and leaves no
+ * descriptor open. */
 static void test_live_self(void **state)
 {
 	(void)state;
 	struct opal_debuglink_candidate c[OPAL_DEBUGLINK_MAX_CANDIDATES];
 	size_t n;
 	struct stat st;
-	char want[256];
+	char want[256], link[96];
+	struct stat probe;
 
-	if (geteuid() != 0)
-		skip();   /* /proc/PID/map_files needs CAP_CHECKPOINT_RESTORE */
 	int fd = open(fk.mapped, O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	assert_int_equal(fstat(fd, &st), 0);
@@ -530,6 +534,20 @@ static void test_live_self(void **state)
 	assert_true(m != MAP_FAILED);
 	close(fd);
 	uint64_t start = (uint64_t)(uintptr_t)m;
+
+	snprintf(link, sizeof(link), "/proc/self/map_files/%" PRIx64 "-%" PRIx64, start,
+		 start + 4096);
+	if (stat(link, &probe) < 0) {
+		assert_int_equal(errno, EPERM);
+		int fds = count_fds();
+		assert_int_equal(opal_debuglink_open(&opal_debuglink_source_live, getpid(), start,
+						     start + 4096, st.st_dev, st.st_ino,
+						     "prog.debug", c, &n),
+				 -EPERM);
+		assert_int_equal(count_fds(), fds);
+		munmap(m, 4096);
+		return;
+	}
 
 	assert_int_equal(opal_debuglink_open(&opal_debuglink_source_live, getpid(), start,
 					     start + 4096, st.st_dev, st.st_ino, "prog.debug", c,
@@ -691,7 +709,7 @@ static void test_sender_sends_candidates(void **state)
 
 	int fds = count_fds();
 	opal_sender_service(&s, 1);
-	assert_true(opal_sender_connected(&s));
+	assert_true(s.sock >= 0);
 	int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
 	assert_true(c >= 0);
 	struct timeval tv = { .tv_sec = 2 };

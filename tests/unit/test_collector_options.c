@@ -1,5 +1,5 @@
 /* Unit tests of collector/options.c (command line, config file, --help,
- * SIGHUP reload) and collector/cpus.c (cpulist parsing). */
+ * SIGHUP reload) and collector/sampler/cpus.c (cpulist parsing). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "collector/cpus.h"
 #include "collector/options.h"
+#include "collector/sampler/cpus.h"
 
 /* Parses a NULL-terminated argument list; output and errors go to
  * memory streams whose text is returned in *out / *err (caller frees). */
@@ -45,12 +45,37 @@ static void test_defaults(void **state)
 
 	assert_int_equal(parse(&o, &out, &err, NULL), 0);
 	assert_string_equal(o.socket_path, OPAL_DEFAULT_SOCKET);
+	assert_string_equal(o.symbolizer_user, OPAL_DEFAULT_SYMBOLIZER_USER);
 	assert_int_equal(o.frequency_hz, OPAL_DEFAULT_FREQUENCY);
 	assert_int_equal(o.interval_s, OPAL_DEFAULT_INTERVAL);
 	assert_int_equal(o.buffer_bytes, OPAL_DEFAULT_BUFFER_BYTES);
 	assert_int_equal(o.max_fds, OPAL_DEFAULT_MAX_FDS);
+	assert_int_equal(o.lifecycle_bytes, OPAL_DEFAULT_LIFECYCLE);
 	assert_false(o.include_self);
+	assert_false(o.off_cpu);
+	assert_int_equal(o.off_cpu_ppm, OPAL_DEFAULT_OFFCPU_PPM);
 	assert_false(o.verbose);
+	free(out);
+	free(err);
+}
+
+static void test_off_cpu(void **state)
+{
+	(void)state;
+	struct opal_collector_options o;
+	char *out, *err;
+
+	assert_int_equal(parse(&o, &out, &err, "--off-cpu", "--off-cpu-threshold", "2500", NULL),
+			 0);
+	assert_true(o.off_cpu);
+	assert_int_equal(o.off_cpu_ppm, 2500);
+	free(out);
+	free(err);
+	assert_int_equal(parse(&o, &out, &err, "--off-cpu-threshold", "1000001", NULL), -EINVAL);
+	assert_non_null(strstr(err, "off-cpu-threshold"));
+	free(out);
+	free(err);
+	assert_int_equal(parse(&o, &out, &err, "--off-cpu-threshold", "0", NULL), -EINVAL);
 	free(out);
 	free(err);
 }
@@ -272,6 +297,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_off_cpu),
 		cmocka_unit_test(test_all_options),
 		cmocka_unit_test(test_bad_values),
 		cmocka_unit_test(test_help_lists_options_with_defaults),

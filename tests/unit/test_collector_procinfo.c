@@ -1,6 +1,7 @@
-/* Unit tests of collector/procinfo.c (container ID, OTEL_SERVICE_NAME,
- * opal's own programs, /proc/PID readers on a fake proc root) and
- * collector/hostinfo.c (kernel build ID note parsing). */
+/* Unit tests of collector/proc/procinfo.c (container ID, OTEL_SERVICE_NAME,
+ * opal's own programs, /proc/PID readers on a fake proc root),
+ * collector/proc/hostinfo.c (kernel build ID note parsing) and the process
+ * identity of collector/proc/procsrc.c (/proc/PID/stat's start time). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,8 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collector/hostinfo.h"
-#include "collector/procinfo.h"
+#include "collector/proc/hostinfo.h"
+#include "collector/proc/procinfo.h"
+#include "collector/proc/procsrc.h"
 
 #define ID64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
@@ -23,6 +25,42 @@ static int cid(const char *text, char out[65])
 {
 	out[0] = '\0';
 	return opal_cgroup_container_id(text, strlen(text), out);
+}
+
+static void test_pod_uid(void **state)
+{
+	char out[OPAL_POD_UID_LEN + 1];
+	const char *systemd = "0::/kubepods.slice/kubepods-burstable.slice/"
+			      "kubepods-burstable-pod0b6e8c1a_2f3d_4e5f_8a9b_0c1d2e3f4a5b.slice/"
+			      "cri-containerd-" ID64 ".scope\n";
+	const char *cgroupfs = "11:cpu:/kubepods/besteffort/pod0b6e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5b/"
+			       ID64 "\n";
+
+	(void)state;
+	assert_int_equal(opal_cgroup_pod_uid(systemd, strlen(systemd), out), 0);
+	assert_string_equal(out, "0b6e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5b");
+	assert_int_equal(opal_cgroup_pod_uid(cgroupfs, strlen(cgroupfs), out), 0);
+	assert_string_equal(out, "0b6e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5b");
+	static const char *const none[] = {
+		"0::/system.slice/docker-" ID64 ".scope\n",
+		"0::/kubepods/pod0b6e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5bx/\n",   /* longer word */
+		"0::/kubepods/pod0b6e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5/\n",     /* short */
+		"0::/kubepods/podXb6e8c1a-2f3d-4e5f-8a9b-0c1d2e3f4a5b/\n",
+	};
+	for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+		assert_int_equal(opal_cgroup_pod_uid(none[i], strlen(none[i]), out), -ENOENT);
+}
+
+static void test_machine_id(void **state)
+{
+	char out[33];
+
+	(void)state;
+	assert_int_equal(opal_machine_id_parse("0123456789abcdef0123456789abcdef\n", 33, out), 0);
+	assert_string_equal(out, "0123456789abcdef0123456789abcdef");
+	assert_int_equal(opal_machine_id_parse("0123456789abcdef0123456789abcdef", 32, out), 0);
+	assert_int_equal(opal_machine_id_parse("0123456789ABCDEF0123456789abcdef", 32, out), -EINVAL);
+	assert_int_equal(opal_machine_id_parse("uninitialized\n", 14, out), -EINVAL);
 }
 
 static void test_container_id(void **state)
@@ -143,7 +181,18 @@ static void test_proc_info_read_fake_root(void **state)
 	assert_string_equal(info.exe, "/usr/bin/worker");
 	assert_string_equal(info.service_name, "payments");
 	assert_string_equal(info.container_id, ID64);
+	assert_null(info.command_line);   /* never read unless asked for */
 	opal_proc_info_free(&info);
+
+	const char args[] = "/usr/bin/worker\0--token=x\0\0";
+	char *cl;
+	snprintf(p, sizeof(p), "%s/42/cmdline", root);
+	write_file(p, args, sizeof(args) - 1);
+	assert_int_equal(opal_proc_cmdline_read(root, 42, &cl), 0);
+	assert_string_equal(cl, "/usr/bin/worker --token=x");
+	free(cl);
+	assert_true(opal_proc_cmdline_read(root, 43, &cl) < 0);
+	assert_null(cl);
 
 	/* a process that is gone: everything empty, still success */
 	assert_int_equal(opal_proc_info_read(root, 43, &info), 0);
@@ -171,6 +220,32 @@ static void test_proc_info_read_self(void **state)
 	assert_string_equal(info.exe, exe);
 	assert_true(strncmp(info.comm, "test_collector_", 15) == 0);
 	opal_proc_info_free(&info);
+}
+
+static void test_cmdline_join(void **state)
+{
+	(void)state;
+	static char big[OPAL_CMDLINE_MAX + 10];
+	char *s;
+
+	s = opal_cmdline_join("a\0b c\0", 6);
+	assert_string_equal(s, "a b c");
+	free(s);
+	s = opal_cmdline_join("", 0);   /* a kernel thread */
+	assert_string_equal(s, "");
+	free(s);
+	/* over the bound: cut before a character that would not fit whole */
+	memset(big, 'x', sizeof(big));
+	big[OPAL_CMDLINE_MAX - 2] = (char)0xc3;   /* "é" across the cut */
+	big[OPAL_CMDLINE_MAX - 1] = (char)0xa9;
+	s = opal_cmdline_join(big, sizeof(big));
+	assert_int_equal(strlen(s), OPAL_CMDLINE_MAX - 2);
+	free(s);
+	big[OPAL_CMDLINE_MAX - 2] = 'x';
+	big[OPAL_CMDLINE_MAX - 1] = 'x';
+	s = opal_cmdline_join(big, sizeof(big));
+	assert_int_equal(strlen(s), OPAL_CMDLINE_MAX - 1);
+	free(s);
 }
 
 /* Appends one note (4-byte aligned) to buf at *off. */
@@ -233,16 +308,68 @@ static void test_host_info_live(void **state)
 		assert_int_equal(h.kernel_build_id_len, 20);
 }
 
+static int stat_start(const char *text, uint64_t *v)
+{
+	return opal_proc_stat_start(text, strlen(text), v);
+}
+
+static void test_stat_start_time(void **state)
+{
+	(void)state;
+	uint64_t v = 0;
+
+	assert_int_equal(stat_start("1234 (bash) S 1 1234 1234 34816 1234 4194560 6062 0 0 0 9 3 0 "
+				    "0 20 0 1 0 8812345 9691136 1279 18446744073709551615",
+				    &v),
+			 0);
+	assert_int_equal(v, 8812345);
+	/* a comm with spaces and parentheses: fields count from the last ')' */
+	assert_int_equal(stat_start("77 (a) b (c) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 42 0",
+				    &v),
+			 0);
+	assert_int_equal(v, 42);
+	/* cut before field 22, no parenthesis, no digits, overflow */
+	assert_int_equal(stat_start("1 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17", &v), -EINVAL);
+	assert_int_equal(stat_start("1 x S 1 2 3", &v), -EINVAL);
+	assert_int_equal(stat_start("1 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 z", &v),
+			 -EINVAL);
+	assert_int_equal(stat_start("1 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 "
+				    "99999999999999999999999",
+				    &v),
+			 -EINVAL);
+}
+
+static void test_identity_live(void **state)
+{
+	(void)state;
+	struct opal_proc_identity a, b;
+	struct stat st;
+
+	assert_int_equal(opal_proc_source_live.identity(NULL, getpid(), &a), 0);
+	assert_true(a.start_ticks > 0);
+	assert_int_equal(stat("/proc/self/exe", &st), 0);
+	assert_int_equal(a.exe_ino, st.st_ino);
+	assert_int_equal(opal_proc_source_live.identity(NULL, getpid(), &b), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	/* pid_max is at most 2^22: this pid cannot exist */
+	assert_int_equal(opal_proc_source_live.identity(NULL, (1 << 22) + 1, &b), -ESRCH);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_container_id),
+		cmocka_unit_test(test_pod_uid),
+		cmocka_unit_test(test_machine_id),
 		cmocka_unit_test(test_environ_value),
 		cmocka_unit_test(test_is_opal_program),
 		cmocka_unit_test(test_proc_info_read_fake_root),
 		cmocka_unit_test(test_proc_info_read_self),
+		cmocka_unit_test(test_cmdline_join),
 		cmocka_unit_test(test_kernel_notes),
 		cmocka_unit_test(test_host_info_live),
+		cmocka_unit_test(test_stat_start_time),
+		cmocka_unit_test(test_identity_live),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
-/* Unit tests of collector/sampling.c (ring buffer sizing; as root, the
+/* Unit tests of collector/sampler/sampling.c (ring buffer sizing; as root, the
  * real BPF sampler: samples of a busy loop with kernel and user stacks,
- * exclusion, idle counting, exec/exit events) and collector/clock.c. */
+ * exclusion, idle counting, exec/exit events) and collector/base/clock.c. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collector/clock.h"
-#include "collector/samples.h"
-#include "collector/sampling.h"
+#include "collector/base/clock.h"
+#include "collector/sampler/sampling.h"
+#include "collector/stack/samples.h"
 
 static void test_ringbuf_size(void **state)
 {
@@ -98,10 +98,20 @@ static int on_record(void *ctx, void *data, size_t size)
 
 static volatile uint64_t sink;
 
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Runs for `ms` of this thread's CPU time: the CPU clock it is sampled by
+ * counts only that, so the sample counts below hold on a loaded machine. */
 static void spin_ms(int ms)
 {
-	uint64_t end = opal_mono_ns() + (uint64_t)ms * 1000000ull;
-	while (opal_mono_ns() < end)
+	uint64_t end = cpu_ns() + (uint64_t)ms * 1000000ull;
+	while (cpu_ns() < end)
 		sink++;
 }
 
@@ -116,7 +126,7 @@ static void test_bpf_sampler(void **state)
 	if (geteuid() != 0)
 		fail_msg("this test loads the BPF sampler: run it as root (make test does)");
 	uint64_t t0 = opal_mono_ns();
-	int err = opal_sampling_start(&smp, 997, on_record, &s, why, sizeof(why));
+	int err = opal_sampling_start(&smp, 997, 2u << 20, 0, on_record, &s, why, sizeof(why));
 	if (err)
 		fail_msg("opal_sampling_start: %s", why);
 	assert_int_equal(smp.period_ns, 1000000000ull / 997);

@@ -1,4 +1,4 @@
-/* Unit tests of collector/sendq.c: the bounded queue of unacknowledged
+/* Unit tests of collector/send/sendq.c: the bounded queue of unacknowledged
  * intervals. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/sendq.h"
+#include "collector/send/sendq.h"
 
 static struct opal_sendq_entry entry(uint64_t seq, size_t len, size_t n_ids)
 {

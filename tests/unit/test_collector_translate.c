@@ -1,5 +1,5 @@
-/* Unit tests of user-address translation: collector/samples.c over
- * collector/proc.c and collector/files.c, with a fake process source
+/* Unit tests of user-address translation: collector/stack/samples.c over
+ * collector/proc/proc_table.c and collector/proc/files.c, with a fake process source
  * (maps text, mapped files and a clock under the test's control) and
  * hand-built ELF files laid out like lld output (p_vaddr != p_offset,
  * several PT_LOADs in one page). */
@@ -16,17 +16,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
-#include "collector/samples.h"
-#include "collector/unwind_proc.h"
-#include "fileid.h"
+#include "collector/stack/samples.h"
+#include "collector/unwind/unwind_proc.h"
+#include "shared/fileid.h"
 
 #define NATIVE OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_NATIVE
 #define KERNEL OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_KERNEL
 #define ERROR  OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_ERROR
+#define JIT    OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_JIT
 #define E_NO_MAPPING  OPAL__WIRE__V1__UNWIND_ERROR__UNWIND_ERROR_NO_MAPPING
 #define E_TRUNCATED   OPAL__WIRE__V1__UNWIND_ERROR__UNWIND_ERROR_TRUNCATED
 #define E_UNREADABLE  OPAL__WIRE__V1__UNWIND_ERROR__UNWIND_ERROR_UNREADABLE_STACK
+#define INTERP OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_INTERPRETED
+#define E_INTERP_READ OPAL__WIRE__V1__UNWIND_ERROR__UNWIND_ERROR_INTERP_UNREADABLE
 
 #define BASE 0x555500000000ull
 #define MS   1000000ull
@@ -39,6 +45,7 @@ struct fake_proc {
 	pid_t pid;
 	const char *comm, *exe;
 	const char *maps;            /* maps text, one mapping per line */
+	uint64_t start;              /* its start time (identity), 0 taken as 1 */
 };
 
 struct fake_file {
@@ -122,6 +129,22 @@ static int fake_read_info(void *ctx, pid_t pid, struct opal_proc_info *out)
 	out->exe = strdup("");
 	out->service_name = strdup("");
 	return 0;
+}
+
+static int fake_identity(void *ctx, pid_t pid, struct opal_proc_identity *out)
+{
+	struct fake *f = ctx;
+
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < MAX_FAKE; i++) {
+		if (f->procs[i].pid == pid) {
+			out->start_ticks = f->procs[i].start ? f->procs[i].start : 1;
+			for (const char *c = f->procs[i].exe; *c; c++)   /* the exe's "inode" */
+				out->exe_ino = out->exe_ino * 31 + (uint8_t)*c;
+			return 0;
+		}
+	}
+	return -ESRCH;
 }
 
 static uint64_t fake_now(void *ctx)
@@ -239,6 +262,7 @@ struct fx {
 	struct opal_counters ctr;
 	struct opal_file_table files;
 	struct opal_proc_table procs;
+	struct opal_stacks stacks;
 	struct opal_stack stack;
 };
 
@@ -247,7 +271,7 @@ static struct fx *fx_new(size_t max_files, size_t max_fds, bool include_self)
 	struct fx *x = calloc(1, sizeof(*x));
 
 	x->src = (struct opal_proc_source){ &x->fake, fake_read_maps, fake_open_mapped,
-					    fake_read_info, fake_now };
+					    fake_read_info, fake_now, fake_identity };
 	x->fake.now = 1000 * MS;
 	x->fake.procs[0] = (struct fake_proc){ 100, "app", "/fake/app", APP_MAPS };
 	x->fake.files[0] = (struct fake_file){ 100, BASE + 0x1000, BASE + 0x2000, app };
@@ -257,11 +281,13 @@ static struct fx *fx_new(size_t max_files, size_t max_fds, bool include_self)
 			 0);
 	x->procs.on_exclude = fake_on_exclude;
 	x->procs.on_exclude_ctx = &x->fake;
+	opal_stacks_init(&x->stacks, &x->procs, NULL, NULL, &x->ctr);
 	return x;
 }
 
 static void fx_free(struct fx *x)
 {
+	opal_stacks_destroy(&x->stacks);
 	opal_procs_destroy(&x->procs);
 	opal_files_destroy(&x->files);
 	free(x);
@@ -291,7 +317,7 @@ static int translate(struct fx *x, pid_t pid, const uint64_t *k, int nk, const u
 		ev.ustack[i] = u[i];
 		ev.uflags[i] = i > 0 ? OPAL_UFRAME_RETURN : 0;
 	}
-	return opal_translate_sample(&x->procs, &ev, &p, &x->stack);
+	return opal_translate_sample(&x->stacks, &ev, &p, &x->stack);
 }
 
 static void expect_frame(const struct opal_frame *f, uint8_t kind, uint64_t addr, bool ret)
@@ -335,14 +361,16 @@ static void test_native_vdso_jit_kernel(void **state)
 	/* the load bias agrees with the frames: runtime = vaddr + bias */
 	assert_int_equal(m->load_bias, BASE);
 	assert_int_equal(0x17e7 + m->load_bias, u[0]);
-	/* vDSO and anonymous executable memory: runtime address, no file ID */
+	/* vDSO and anonymous executable memory (a JIT frame): runtime
+	 * address, no file ID */
 	expect_frame(&s->frames[4], NATIVE, 0x7ffff7fc1010, true);
 	assert_false(s->frames[4].mapping->has_file_id);
 	assert_string_equal(s->frames[4].mapping->path, "[vdso]");
 	assert_int_equal(s->frames[4].mapping->load_bias, 0);
-	expect_frame(&s->frames[5], NATIVE, 0x7f0000000123, true);
+	expect_frame(&s->frames[5], JIT, 0x7f0000000123, true);
 	assert_false(s->frames[5].mapping->has_file_id);
 	assert_string_equal(s->frames[5].mapping->path, "");
+	assert_true(s->jit);
 	assert_int_equal(s->n_maps, 3);
 	assert_int_equal(x->ctr.maps_reads, 1);
 	assert_int_equal(x->ctr.files_opened, 1);
@@ -389,7 +417,7 @@ static void test_no_mapping_ends_stack_and_rereads_rate_limited(void **state)
 	assert_int_equal(translate(x, 100, NULL, 0, u, 3), 0);
 	assert_int_equal(x->ctr.maps_reads, 2);   /* re-read once */
 	assert_int_equal(x->stack.n_frames, 3);
-	expect_frame(&x->stack.frames[1], NATIVE, 0x10000010, true);
+	expect_frame(&x->stack.frames[1], JIT, 0x10000010, true);
 	assert_string_equal(x->stack.frames[1].mapping->path, "[anon:jit]");
 	expect_frame(&x->stack.frames[2], NATIVE, 0x1800, true);
 	assert_true(x->stack.frames[2].mapping->has_file_id);
@@ -399,6 +427,99 @@ static void test_no_mapping_ends_stack_and_rereads_rate_limited(void **state)
 	x->fake.now += 10000 * MS;
 	assert_int_equal(translate(x, 100, NULL, 0, u, 3), 0);
 	assert_int_equal(x->ctr.maps_reads, 2);
+	fx_free(x);
+}
+
+/* An OTEP 4719 context published after the process's maps were read is
+ * found by a scan of its maps once the backoff allows (1 s, then doubling),
+ * and one that can no longer be read (unmapped) is looked for again at the
+ * next interval, then with the backoff anew, its copy kept meanwhile. The
+ * process is this test's own, so that the header is really read. */
+static void test_process_context_published_late(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, true);
+	long page = sysconf(_SC_PAGESIZE);
+	uint8_t *m = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
+	uint32_t version = 2, size = 3;
+	uint64_t published = 5, payload = (uint64_t)(uintptr_t)(m + page);
+	static char maps2[sizeof(APP_MAPS) + 100];
+
+	assert_true(m != MAP_FAILED);
+	memcpy(m, "OTEL_CTX", 8);
+	memcpy(m + 8, &version, 4);
+	memcpy(m + 12, &size, 4);
+	memcpy(m + 16, &published, 8);
+	memcpy(m + 24, &payload, 8);
+	memcpy(m + page, "abc", 3);
+	x->fake.procs[0].pid = getpid();
+	struct opal_proc *p = opal_procs_get(&x->procs, getpid());
+	assert_non_null(p);
+	assert_null(opal_procs_context(&x->procs, p, 1)->payload);
+	assert_int_equal(x->ctr.process_ctx_scans, 0);   /* its maps were read just now */
+
+	snprintf(maps2, sizeof(maps2), "%s\n%lx-%lx rw-p 00000000 00:00 0 [anon:OTEL_CTX]",
+		 APP_MAPS, (unsigned long)(uintptr_t)m, (unsigned long)(uintptr_t)(m + 2 * page));
+	x->fake.procs[0].maps = maps2;
+	x->fake.now += 500 * MS;
+	assert_null(opal_procs_context(&x->procs, p, 2)->payload);
+	assert_int_equal(x->ctr.process_ctx_scans, 0);   /* within its first second */
+	x->fake.now += 600 * MS;
+	const struct opal_procctx *c = opal_procs_context(&x->procs, p, 3);
+	assert_int_equal(x->ctr.process_ctx_scans, 1);
+	assert_int_equal(x->ctr.process_ctx_reads, 1);
+	assert_int_equal(c->len, 3);
+	assert_memory_equal(c->payload, "abc", 3);
+	assert_true(opal_procs_context(&x->procs, p, 3) == c);   /* once per interval */
+
+	munmap(m, 2 * page);   /* unpublished, or exiting: the copy is kept */
+	x->fake.now += 100 * MS;
+	assert_non_null(opal_procs_context(&x->procs, p, 4)->payload);
+	assert_int_equal(x->ctr.process_ctx_errors, 1);
+	x->fake.procs[0].maps = APP_MAPS;
+	x->fake.now += 1100 * MS;
+	assert_non_null(opal_procs_context(&x->procs, p, 5)->payload);
+	assert_int_equal(x->ctr.process_ctx_scans, 2);
+	x->fake.now += 1100 * MS;   /* gaps of 1 s, then 2 s */
+	opal_procs_context(&x->procs, p, 6);
+	assert_int_equal(x->ctr.process_ctx_scans, 3);
+	x->fake.now += 1100 * MS;
+	opal_procs_context(&x->procs, p, 7);
+	assert_int_equal(x->ctr.process_ctx_scans, 3);
+	x->fake.now += 1000 * MS;
+	opal_procs_context(&x->procs, p, 8);
+	assert_int_equal(x->ctr.process_ctx_scans, 4);
+	fx_free(x);
+}
+
+static int cmdline_reads;
+
+static int fake_read_command_line(void *ctx, pid_t pid, char **out)
+{
+	cmdline_reads++;
+	*out = strdup("/fake/app --flag");
+	return *out ? 0 : -ENOMEM;
+}
+
+/* process.command_line is read only when the table is told to (opt-in). */
+static void test_command_line_opt_in(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+
+	x->src.read_command_line = fake_read_command_line;
+	cmdline_reads = 0;
+	struct opal_proc *p = opal_procs_get(&x->procs, 100);
+	assert_non_null(p);
+	assert_null(p->info.command_line);
+	assert_int_equal(cmdline_reads, 0);
+	opal_procs_forget(&x->procs, 100);
+	x->procs.command_line = true;
+	p = opal_procs_get(&x->procs, 100);
+	assert_non_null(p);
+	assert_string_equal(p->info.command_line, "/fake/app --flag");
+	assert_int_equal(cmdline_reads, 1);
 	fx_free(x);
 }
 
@@ -536,7 +657,7 @@ static void test_truncated_and_unreadable_stacks(void **state)
 	}
 	ev.ustack[OPAL_MAX_USER_FRAMES] = OPAL_UERR_TRUNCATED;
 	ev.uflags[OPAL_MAX_USER_FRAMES] = OPAL_UFRAME_ERROR;
-	assert_int_equal(opal_translate_sample(&x->procs, &ev, &p, &x->stack), 0);
+	assert_int_equal(opal_translate_sample(&x->stacks, &ev, &p, &x->stack), 0);
 	assert_int_equal(x->stack.n_frames, OPAL_MAX_USER_FRAMES + 1);
 	expect_frame(&x->stack.frames[OPAL_MAX_USER_FRAMES - 1], NATIVE,
 		     0x1700 + OPAL_MAX_USER_FRAMES - 1, true);
@@ -567,6 +688,307 @@ static void test_process_gone(void **state)
 	assert_int_equal(x->stack.n_frames, 1);
 	expect_frame(&x->stack.frames[0], ERROR, E_NO_MAPPING, false);
 	fx_free(x);
+}
+
+static void note_gone(void *ctx, pid_t pid)
+{
+	struct fake *f = ctx;
+	f->excluded[f->n_excluded++] = -pid;   /* negated: told apart from exclusions */
+}
+
+/* After lost exec/exit events only the entries whose process is gone, is
+ * another one, or runs another executable are dropped; the rest keep
+ * their maps (no re-read). */
+static void test_revalidate_after_lost_events(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	uint64_t u[] = { BASE + 0x17e7 };
+
+	for (int i = 1; i <= 3; i++)
+		x->fake.procs[i] = (struct fake_proc){ 100 + 100 * i, "app", "/fake/app", APP_MAPS };
+	x->fake.procs[4] = (struct fake_proc){ 600, "opal-symbolizer", "/usr/sbin/opal-symbolizer" };
+	for (pid_t pid = 100; pid <= 400; pid += 100)
+		assert_int_equal(translate(x, pid, NULL, 0, u, 1), 0);
+	opal_procs_exclude(&x->procs, 500);   /* an excluded pid never cached */
+	opal_procs_exclude(&x->procs, 600);
+	assert_int_equal(x->ctr.maps_reads, 4);
+	x->fake.n_excluded = 0;
+
+	x->fake.procs[1].pid = 0;               /* 200 exited */
+	x->fake.procs[2].start = 77;            /* 300: pid reused */
+	x->fake.procs[3].exe = "/fake/other";   /* 400: exec of another executable */
+	assert_int_equal(opal_procs_revalidate(&x->procs, note_gone, &x->fake), 4);
+	assert_int_equal(x->fake.n_excluded, 4);
+	int seen = 0;
+	for (int i = 0; i < x->fake.n_excluded; i++)
+		seen |= 1 << (-x->fake.excluded[i] / 100);
+	assert_int_equal(seen, (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5));
+	assert_non_null(opal_procs_peek(&x->procs, 100));
+	assert_null(opal_procs_peek(&x->procs, 200));
+	assert_null(opal_procs_peek(&x->procs, 400));
+	assert_int_equal(x->procs.n_extra_excluded, 1);   /* 600 lives on */
+	assert_int_equal(x->procs.extra_excluded[0], 600);
+	/* 100 kept its maps: no read */
+	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);
+	assert_int_equal(x->ctr.maps_reads, 4);
+	expect_frame(&x->stack.frames[0], NATIVE, 0x17e7, false);
+	/* nothing changed since: nothing dropped */
+	assert_int_equal(opal_procs_revalidate(&x->procs, NULL, NULL), 0);
+	fx_free(x);
+}
+
+/* An exit event's VMAs in the order the process made them (a library's
+ * text mapped over its first, larger mapping with MAP_FIXED; libraries
+ * below the executable): p's maps become sorted and disjoint, the later
+ * mapping winning where two overlap. */
+static void test_maps_from_vmas_order(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	const struct opal_vma_rec vmas[] = {
+		{ .start = 0x7f3000000000, .limit = 0x7f3000010000, .inode = 10 },
+		{ .start = 0x7f3000004000, .limit = 0x7f3000008000, .offset = 0x4000, .inode = 10 },
+		{ .start = 0x7f2000000000, .limit = 0x7f2000002000, .inode = 11 },
+		{ .start = 0x7f2000001000, .limit = 0x7f2000001000, .inode = 12 },   /* empty */
+	};
+	struct opal_proc *p = opal_procs_get(&x->procs, 4242);
+
+	assert_non_null(p);
+	assert_int_equal(p->n_maps, 0);   /* no such process */
+	opal_procs_maps_from_vmas(&x->procs, p, vmas, sizeof(vmas) / sizeof(vmas[0]));
+	assert_int_equal(p->n_maps, 2);
+	assert_int_equal(p->maps[0].start, 0x7f2000000000);
+	assert_int_equal(p->maps[1].start, 0x7f3000004000);
+	assert_int_equal(p->maps[1].limit, 0x7f3000008000);
+	assert_int_equal(p->maps[1].offset, 0x4000);
+	fx_free(x);
+}
+
+/* A process gone since its maps were read keeps them (its samples in
+ * flight ran there); a file it mapped that the table already knows is
+ * found by device and inode, though map_files can no longer open it. */
+static void test_gone_since_read(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	static char maps[256];
+	struct stat st;
+	uint64_t u[] = { BASE + 0x17e7 };
+
+	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);   /* app is known now */
+	assert_int_equal(stat(app, &st), 0);
+	snprintf(maps, sizeof(maps), "555500001000-555500002000 r-xp 00000000 %02x:%02x %llu /fake/app\n",
+		 major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino);
+	x->fake.procs[1] = (struct fake_proc){ 200, "app", "/fake/app", maps };
+	struct opal_proc *p = opal_procs_get(&x->procs, 200);
+	assert_non_null(p);
+	assert_int_equal(p->n_maps, 1);
+	/* it exits: map_files and maps are gone */
+	x->fake.procs[1].pid = 0;
+	opal_procs_reread(&x->procs, p);
+	assert_int_equal(p->maps_err, -ESRCH);
+	assert_int_equal(p->n_maps, 1);
+	struct opal_file *f;
+	const struct opal_map_res *r = opal_procs_resolve(&x->procs, p, 0, &f);
+	assert_int_equal(r->state, OPAL_MAP_FILE);
+	opal_file_id want = file_id_of(app);
+	assert_memory_equal(f->id.b, want.b, 16);
+	fx_free(x);
+}
+
+/* ---- interpreter frames ------------------------------------------------------ */
+
+/* A runtime standing for CPython: the fixture `app` is its interpreter,
+ * with its evaluation function at ELF vaddr [0x1700, 0x1780); a code
+ * object's copy is its address (0xdead: freed since, -ESTALE). */
+#define EVAL_LO (BASE + 0x1700)
+
+static int rt_probe(int fd, void **info, const char **why)
+{
+	struct stat a, b;
+
+	*info = NULL;
+	return fstat(fd, &a) == 0 && stat(app, &b) == 0 && a.st_ino == b.st_ino ? 0 : -ENOENT;
+}
+
+static void rt_free_info(void *info)
+{
+}
+
+static int rt_setup(const void *info, pid_t pid, uint64_t bias, struct opal_interp_setup *out,
+		    const char **why)
+{
+	memset(out, 0, sizeof(*out));
+	out->eval_start[0] = bias + 0x1700;
+	out->eval_limit[0] = bias + 0x1780;
+	out->n_eval = 1;
+	return 0;
+}
+
+static void rt_free_state(void *state)
+{
+}
+
+static int rt_copy(const void *state, pid_t pid, uint64_t addr, uint32_t check,
+		   Opal__Wire__V1__CodeObject *msg, uint8_t *buf, size_t len, bool *capped)
+{
+	if (addr == 0xdead)
+		return -ESTALE;
+	memcpy(buf, &addr, sizeof(addr));
+	msg->runtime = OPAL__WIRE__V1__RUNTIME__RUNTIME_CPYTHON;
+	msg->code.data = buf;
+	msg->code.len = sizeof(addr);
+	return 0;
+}
+
+static const struct opal_runtime fake_runtime = {
+	"fake", rt_probe, rt_free_info, rt_setup, rt_free_state, rt_copy,
+};
+static const struct opal_runtime *const fake_runtimes[] = { &fake_runtime };
+
+struct pyfx {
+	struct fx *x;
+	struct opal_interp ip;
+};
+
+static void pyfx_init(struct pyfx *f)
+{
+	f->x = fx_new(16, 16, false);
+	assert_int_equal(opal_interp_init(&f->ip, &f->x->procs, -1, 0, &f->x->ctr), 0);
+	f->ip.runtimes = fake_runtimes;
+	f->ip.n_runtimes = 1;
+	opal_stacks_destroy(&f->x->stacks);
+	opal_stacks_init(&f->x->stacks, &f->x->procs, NULL, &f->ip, &f->x->ctr);
+}
+
+static void pyfx_free(struct pyfx *f)
+{
+	opal_stacks_destroy(&f->x->stacks);
+	opal_interp_destroy(&f->ip);
+	fx_free(f->x);
+}
+
+#define IF(code, lasti, fl) { (code), (lasti) | (uint32_t)(fl) << 24, 0 }
+
+/* Translates a sample of pid 100 with user PCs u[nu] and interpreter
+ * frames fr[nf]; returns the user frames' kinds as letters (N native, I
+ * interpreted, E error) into `kinds`. */
+static void translate_py(struct pyfx *f, const uint64_t *u, int nu,
+			 const struct opal_interp_frame *fr, int nf, char *kinds)
+{
+	static struct opal_sample_event ev;
+	struct opal_proc *p;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = OPAL_EVENT_SAMPLE;
+	ev.pid = ev.tid = 100;
+	ev.ustack_n = nu;
+	for (int i = 0; i < nu; i++) {
+		ev.ustack[i] = u[i];
+		ev.uflags[i] = i > 0 ? OPAL_UFRAME_RETURN : 0;
+	}
+	ev.iframes_n = (uint32_t)nf;
+	memcpy(ev.iframes, fr, (size_t)nf * sizeof(*fr));
+	assert_int_equal(opal_translate_sample(&f->x->stacks, &ev, &p, &f->x->stack), 0);
+	size_t i;
+	for (i = 0; i < f->x->stack.n_frames; i++) {
+		uint8_t k = f->x->stack.frames[i].kind;
+		kinds[i] = k == NATIVE ? 'N' : k == INTERP ? 'I' : k == ERROR ? 'E' : '?';
+	}
+	kinds[i] = '\0';
+}
+
+static void test_interp_frames_at_their_evaluation(void **state)
+{
+	(void)state;
+	struct pyfx f;
+	char kinds[64];
+	pyfx_init(&f);
+	/* X (native) called by evaluation E1 running A and B, by Y, by E2
+	 * running C: one evaluation's frames just leafward of its native frame */
+	uint64_t u[] = { BASE + 0x17e7, EVAL_LO + 0x10, BASE + 0x1809, EVAL_LO + 0x20 };
+	const struct opal_interp_frame fr[] = {
+		IF(0xa000, 3, 0), IF(0xb000, 5, OPAL_IFRAME_ENTRY), IF(0xc000, 7, OPAL_IFRAME_ENTRY),
+	};
+	translate_py(&f, u, 4, fr, 3, kinds);
+	assert_string_equal(kinds, "NIINNIN");
+	const struct opal_frame *s = f.x->stack.frames;
+	assert_int_equal(s[1].address, 3);
+	assert_int_equal(s[2].address, 5);
+	assert_int_equal(s[5].address, 7);
+	assert_int_equal(s[1].code_id, opal_code_id(opal_procs_peek(&f.x->procs, 100)->serial,
+						    0xa000, 0));
+	assert_true(s[1].code_id != s[2].code_id && s[2].code_id != s[5].code_id);
+	assert_int_equal(f.x->ctr.interp_frames, 3);
+	assert_int_equal(f.x->ctr.interp_code_reads, 3);
+	/* the same code objects again: copied once */
+	translate_py(&f, u, 4, fr, 3, kinds);
+	assert_int_equal(f.x->ctr.interp_code_reads, 3);
+	assert_int_equal(f.x->ctr.interp_unmatched, 0);
+	pyfx_free(&f);
+}
+
+/* 3.12+: shim frames end each evaluation, one of which has run no frame
+ * yet; more evaluations than native frames go to the outermost one. */
+static void test_interp_boundaries_and_unmatched(void **state)
+{
+	(void)state;
+	struct pyfx f;
+	char kinds[64];
+	pyfx_init(&f);
+	uint64_t u3[] = { EVAL_LO + 0x10, EVAL_LO + 0x20, EVAL_LO + 0x30 };
+	const struct opal_interp_frame shims[] = {
+		IF(0, 0, OPAL_IFRAME_BOUNDARY), IF(0xa000, 1, 0), IF(0, 0, OPAL_IFRAME_BOUNDARY),
+		IF(0xb000, 2, 0), IF(0, 0, OPAL_IFRAME_BOUNDARY),
+	};
+	translate_py(&f, u3, 3, shims, 5, kinds);
+	assert_string_equal(kinds, "NININ");
+	assert_int_equal(f.x->stack.frames[1].address, 1);
+	assert_int_equal(f.x->stack.frames[3].address, 2);
+
+	uint64_t u2[] = { EVAL_LO + 0x10, EVAL_LO + 0x20 };
+	const struct opal_interp_frame three[] = {
+		IF(0xa000, 1, OPAL_IFRAME_ENTRY), IF(0xb000, 2, OPAL_IFRAME_ENTRY),
+		IF(0xc000, 3, OPAL_IFRAME_ENTRY),
+	};
+	translate_py(&f, u2, 2, three, 3, kinds);
+	assert_string_equal(kinds, "INIIN");
+	assert_int_equal(f.x->stack.frames[2].address, 2);
+	assert_int_equal(f.x->stack.frames[3].address, 3);
+	assert_int_equal(f.x->ctr.interp_unmatched, 1);
+	pyfx_free(&f);
+}
+
+/* Errors: an unreadable interpreter frame is an error frame in place; a
+ * code object gone since keeps its frame, unnamed; interpreter frames with
+ * no evaluation frame on a native walk that ended early go before its end. */
+static void test_interp_errors(void **state)
+{
+	(void)state;
+	struct pyfx f;
+	char kinds[64];
+	pyfx_init(&f);
+	uint64_t u1[] = { EVAL_LO + 0x10 };
+	const struct opal_interp_frame bad[] = { IF(0xa000, 1, 0), IF(OPAL_IERR_READ, 0,
+								   OPAL_IFRAME_ERROR) };
+	translate_py(&f, u1, 1, bad, 2, kinds);
+	assert_string_equal(kinds, "IEN");
+	expect_frame(&f.x->stack.frames[1], ERROR, E_INTERP_READ, false);
+	assert_int_equal(f.x->ctr.interp_frame_errors, 1);
+
+	const struct opal_interp_frame stale[] = { IF(0xdead, 4, OPAL_IFRAME_ENTRY) };
+	translate_py(&f, u1, 1, stale, 1, kinds);
+	assert_string_equal(kinds, "IN");
+	assert_int_equal(f.x->stack.frames[0].code_id, 0);
+	assert_int_equal(f.x->ctr.interp_code_errors, 1);
+
+	uint64_t nowhere[] = { BASE + 0x17e7, 0x1234 };   /* the walk strays out */
+	const struct opal_interp_frame one[] = { IF(0xa000, 1, OPAL_IFRAME_ENTRY) };
+	translate_py(&f, nowhere, 2, one, 1, kinds);
+	assert_string_equal(kinds, "NIE");
+	assert_int_equal(f.x->ctr.interp_unmatched, 1);
+	pyfx_free(&f);
 }
 
 /* ---- file table bounds ----------------------------------------------------- */
@@ -678,10 +1100,11 @@ static void test_busy_file_built_ahead(void **state)
 					"/lib/x86_64-linux-gnu/libc.so.6";
 	struct fx *x = fx_new(16, 16, false);
 	struct opal_unwind_maps m;
+	struct opal_unwinder u;
 	struct opal_proc *p;
 
 	assert_int_equal(opal_unwind_maps_init(&m, -1, -1, -1, -1, 0, 0, &x->ctr), 0);
-	x->procs.unwind = &m;
+	assert_int_equal(opal_unwinder_init(&u, &x->procs, &m, &x->ctr), 0);
 	for (int i = 0; i < OPAL_UNWIND_AHEAD_REFS; i++) {
 		x->fake.procs[2 + i] = (struct fake_proc){ 200 + i, "sh", "/bin/sh", LIBC_MAPS };
 		x->fake.files[2 + i] = (struct fake_file){ 200 + i, 0x7f5000026000, 0x7f500017c000,
@@ -689,9 +1112,9 @@ static void test_busy_file_built_ahead(void **state)
 	}
 	for (int i = 0; i < OPAL_UNWIND_AHEAD_REFS - 1; i++) {
 		assert_non_null(p = opal_procs_get(&x->procs, 200 + i));
-		assert_int_equal(opal_procs_install(&x->procs, p), 0);
+		assert_int_equal(opal_unwinder_install(&u, p), 0);
 		assert_int_equal(p->n_maps, 1);
-		assert_int_equal(p->res[0].slot, OPAL_SLOT_PENDING);
+		assert_int_equal(opal_unwinder_slot(p, 0), OPAL_SLOT_PENDING);
 	}
 	assert_int_equal(x->ctr.unwind_tables_ahead, 0);
 	assert_int_equal(x->ctr.unwind_tables_built, 0);
@@ -699,24 +1122,27 @@ static void test_busy_file_built_ahead(void **state)
 	/* with half the byte budget taken, not even a busy file is built ahead */
 	m.bytes = m.max_bytes / 2;
 	assert_non_null(p = opal_procs_get(&x->procs, 200 + OPAL_UNWIND_AHEAD_REFS - 1));
-	assert_int_equal(opal_procs_install(&x->procs, p), 0);
-	assert_int_equal(p->res[0].slot, OPAL_SLOT_PENDING);
+	assert_int_equal(opal_unwinder_install(&u, p), 0);
+	assert_int_equal(opal_unwinder_slot(p, 0), OPAL_SLOT_PENDING);
 	assert_int_equal(x->ctr.unwind_tables_ahead, 0);
 
 	m.bytes = 0;
-	assert_int_equal(opal_procs_install(&x->procs, p), 0);
+	assert_int_equal(opal_unwinder_install(&u, p), 0);
 	assert_int_equal(x->ctr.unwind_tables_ahead, 1);
 	assert_int_equal(x->ctr.unwind_tables_built, 1);
-	assert_true(p->res[0].slot < OPAL_UNWIND_MAX_TABLES);
-	assert_int_equal(p->res[0].uf->state, OPAL_UFILE_LOADED);
-	assert_true(p->res[0].uf->n_rules > 1000);
+	assert_true(opal_unwinder_slot(p, 0) < OPAL_UNWIND_MAX_TABLES);
+	struct opal_file *libc = opal_files_lookup(&x->files, &p->res[0].key);
+	struct opal_unwind_file *uf = opal_unwind_file_get(&m, &libc->id, 0);
+	assert_int_equal(uf->state, OPAL_UFILE_LOADED);
+	assert_true(uf->n_rules > 1000);
+	opal_unwind_file_put(&m, uf, 0);
 	/* one table for all of them: a reinstall of the first takes its slot */
 	assert_non_null(p = opal_procs_get(&x->procs, 200));
-	assert_int_equal(opal_procs_install(&x->procs, p), 0);
-	assert_true(p->res[0].slot < OPAL_UNWIND_MAX_TABLES);
+	assert_int_equal(opal_unwinder_install(&u, p), 0);
+	assert_true(opal_unwinder_slot(p, 0) < OPAL_UNWIND_MAX_TABLES);
 	assert_int_equal(x->ctr.unwind_tables_built, 1);
 	assert_int_equal(x->ctr.unwind_tables_ahead, 1);
-	opal_unwinder_detach(&x->procs);
+	opal_unwinder_detach(&u);
 	fx_free(x);
 }
 
@@ -725,12 +1151,20 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_native_vdso_jit_kernel),
 		cmocka_unit_test(test_no_mapping_ends_stack_and_rereads_rate_limited),
+		cmocka_unit_test(test_process_context_published_late),
+		cmocka_unit_test(test_command_line_opt_in),
 		cmocka_unit_test(test_non_executable_mapping_is_no_mapping),
 		cmocka_unit_test(test_unreadable_files_keep_runtime_address),
 		cmocka_unit_test(test_opal_processes_excluded),
 		cmocka_unit_test(test_exec_drops_cached_maps),
 		cmocka_unit_test(test_truncated_and_unreadable_stacks),
 		cmocka_unit_test(test_process_gone),
+		cmocka_unit_test(test_revalidate_after_lost_events),
+		cmocka_unit_test(test_maps_from_vmas_order),
+		cmocka_unit_test(test_interp_frames_at_their_evaluation),
+		cmocka_unit_test(test_interp_boundaries_and_unmatched),
+		cmocka_unit_test(test_interp_errors),
+		cmocka_unit_test(test_gone_since_read),
 		cmocka_unit_test(test_fd_lru_and_reopen),
 		cmocka_unit_test(test_identity_bound),
 		cmocka_unit_test(test_shared_file_one_entry),

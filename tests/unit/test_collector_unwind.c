@@ -1,10 +1,10 @@
 /* Unit tests of the unwinder's pure parts: the step function shared with
  * BPF (bpf/unwind_step.h) on hand-made frames for every rule kind, the
- * userspace walk (collector/unwind_user.c) on synthetic stacks (frame
+ * userspace walk (collector/unwind/unwind_user.c) on synthetic stacks (frame
  * limit, end of the stack copy) and on this process's own stack with
  * tables built from its mapped files (it must reach _start through the
  * return addresses __builtin_return_address reports), and the table
- * registry (collector/unwind_maps.c) without BPF (lookups equal to the
+ * registry (collector/unwind/unwind_maps.c) without BPF (lookups equal to the
  * reference lookup, references, idle expiry, the byte budget, the builder
  * thread) and, as root, with BPF maps shaped like the sampler's. */
 #include <stdarg.h>
@@ -22,12 +22,12 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 
-#include "collector/counters.h"
-#include "collector/unwind_maps.h"
-#include "collector/unwind_user.h"
-#include "elfinfo.h"
-#include "procmaps.h"
-#include "collector/procsrc.h"
+#include "collector/base/counters.h"
+#include "collector/proc/elfinfo.h"
+#include "collector/proc/procmaps.h"
+#include "collector/proc/procsrc.h"
+#include "collector/unwind/unwind_maps.h"
+#include "collector/unwind/unwind_user.h"
 
 #define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
 
@@ -80,6 +80,16 @@ static struct opal_unwind_body body(uint8_t cfa, int32_t cfa_off, uint8_t ra, in
 	return b;
 }
 
+/* A frame-pointer frame: CFA = RBP + 16, RA at CFA - 8, RBP at CFA - 16. */
+static struct opal_unwind_body rbp_body(void)
+{
+	struct opal_unwind_body b = body(OPAL_UNWIND_PACK(OPAL_CFA_REG, OPAL_DWARF_RBP), 16,
+					 OPAL_UNWIND_PACK(OPAL_REG_AT_CFA, 0), -8);
+	b.rbp = OPAL_UNWIND_PACK(OPAL_REG_AT_CFA, 0);
+	b.rbp_off = -16;
+	return b;
+}
+
 static int step(const struct opal_unwind_body *b, struct opal_unwind_regs *r)
 {
 	__u64 sc[17];
@@ -116,11 +126,7 @@ static void test_step_rbp_and_deref(void **state)
 	/* alloca: CFA = RBP + 16, RBP saved at CFA - 16 */
 	struct opal_unwind_regs r = leaf_regs(0x401000, slot(10));
 	r.r[OPAL_DWARF_RBP] = slot(50);
-	struct opal_unwind_body b =
-		body(OPAL_UNWIND_PACK(OPAL_CFA_REG, OPAL_DWARF_RBP), 16,
-		     OPAL_UNWIND_PACK(OPAL_REG_AT_CFA, 0), -8);
-	b.rbp = OPAL_UNWIND_PACK(OPAL_REG_AT_CFA, 0);
-	b.rbp_off = -16;
+	struct opal_unwind_body b = rbp_body();
 	mem[51] = 0x403333;
 	mem[50] = slot(80);
 	assert_int_equal(step(&b, &r), OPAL_STEP_OK);
@@ -148,6 +154,35 @@ static void test_step_rbp_and_deref(void **state)
 	r.valid &= ~(1u << 10);
 	b = body(OPAL_UNWIND_PACK(OPAL_CFA_REG, 10), 0, OPAL_UNWIND_PACK(OPAL_REG_AT_CFA, 0), -8);
 	assert_int_equal(step(&b, &r), -OPAL_UERR_REG_UNKNOWN);
+}
+
+/* A Go function that called on the system stack (time.now around the
+ * vDSO, collector/unwind/table/unwind_go.h): CFA = RBP + 16 on the
+ * goroutine's stack, below this frame's RSP, is taken only with
+ * OPAL_CFA_AUX_STACK_SWITCH. */
+static void test_step_stack_switch(void **state)
+{
+	(void)state;
+	struct opal_unwind_regs r = leaf_regs(0x401000, slot(500));
+	r.flags = 0;
+	r.r[OPAL_DWARF_RBP] = slot(50);
+	struct opal_unwind_body b = rbp_body();
+	mem[51] = 0x405555;
+	mem[50] = slot(70);
+	struct opal_unwind_regs saved = r;
+	assert_int_equal(step(&b, &r), -OPAL_UERR_BAD_FRAME);   /* not marked: refused */
+	r = saved;
+	b.aux = OPAL_CFA_AUX_STACK_SWITCH;
+	assert_int_equal(step(&b, &r), OPAL_STEP_OK);
+	assert_int_equal(r.r[OPAL_DWARF_PC], 0x405555);
+	assert_int_equal(r.r[OPAL_DWARF_RSP], slot(52));
+	assert_int_equal(r.r[OPAL_DWARF_RBP], slot(70));
+	/* the mark means nothing on an RSP-based rule */
+	r = leaf_regs(0x401000, slot(500));
+	b = body(OPAL_UNWIND_PACK(OPAL_CFA_REG, OPAL_DWARF_RSP), -64,
+		 OPAL_UNWIND_PACK(OPAL_REG_AT_CFA, 0), -8);
+	b.aux = OPAL_CFA_AUX_STACK_SWITCH;
+	assert_int_equal(step(&b, &r), -OPAL_UERR_BAD_FRAME);
 }
 
 static void test_step_plt(void **state)
@@ -263,14 +298,56 @@ static void test_fp_step(void **state)
 	assert_int_equal(opal_unwind_fp_step(&r, NULL), OPAL_STEP_END);
 }
 
+/* JIT code: CPython's perf trampoline by its tail bytes, frame pointers
+ * otherwise, and never an outermost frame. */
+static void test_jit_step(void **state)
+{
+	(void)state;
+	/* at "add $8,%rsp; ret": the return address 8 bytes above RSP;
+	 * RBP and RBX pass through */
+	struct opal_unwind_regs r = leaf_regs(0x7f0000001000, slot(10));
+	r.flags = 0;
+	mem[11] = 0x40aaaa;
+	assert_int_equal(opal_unwind_jit_step(&r, 0x9090c308c48348ull, NULL), OPAL_STEP_OK);
+	assert_int_equal(r.r[OPAL_DWARF_PC], 0x40aaaa);
+	assert_int_equal(r.r[OPAL_DWARF_RSP], slot(12));
+	assert_int_equal(r.r[OPAL_DWARF_RBP], 0x1000 + OPAL_DWARF_RBP);
+	assert_int_equal(r.valid, (1u << OPAL_DWARF_RSP) | (1u << OPAL_DWARF_PC) |
+					  (1u << OPAL_DWARF_RBP) | (1u << OPAL_DWARF_RBX));
+	/* a trampoline whose return address is 0: not a frame */
+	r = leaf_regs(0x7f0000001000, slot(10));
+	mem[11] = 0;
+	assert_int_equal(opal_unwind_jit_step(&r, 0xc308c48348ull, NULL),
+			 -OPAL_UERR_NO_UNWIND_INFO);
+	/* other code: a frame-pointer step */
+	r = leaf_regs(0x7f0000001000, slot(10));
+	r.r[OPAL_DWARF_RBP] = slot(20);
+	mem[20] = slot(40);
+	mem[21] = 0x409999;
+	assert_int_equal(opal_unwind_jit_step(&r, 0x5590e58948ull, NULL), OPAL_STEP_OK);
+	assert_int_equal(r.r[OPAL_DWARF_PC], 0x409999);
+	assert_int_equal(r.r[OPAL_DWARF_RSP], slot(22));
+	/* RBP 0 in JIT code ends nothing: an error frame, not a short stack */
+	r = leaf_regs(0x7f0000001000, slot(10));
+	r.r[OPAL_DWARF_RBP] = 0;
+	assert_int_equal(opal_unwind_jit_step(&r, 0, NULL), -OPAL_UERR_NO_UNWIND_INFO);
+	/* unreadable code bytes (0) and a return address 0 on the frame */
+	r = leaf_regs(0x7f0000001000, slot(10));
+	r.r[OPAL_DWARF_RBP] = slot(20);
+	mem[21] = 0;
+	assert_int_equal(opal_unwind_jit_step(&r, 0, NULL), -OPAL_UERR_NO_UNWIND_INFO);
+}
+
 /* ---- the userspace walk on synthetic stacks ------------------------------------ */
 
 /* Every PC has the rule "CFA = RSP + 16, RA at CFA - 8" (a function with one
  * push), except PCs >= 0x900000: no mapping, and 0x800000: outermost. */
-static int synth_resolve(void *ctx, uint64_t pc, bool exact, struct opal_unwind_body *b)
+static int synth_resolve(void *ctx, uint64_t pc, bool exact, struct opal_unwind_body *b,
+			 uint64_t *code)
 {
 	(void)ctx;
 	(void)exact;
+	(void)code;
 	if (pc >= 0x900000)
 		return -OPAL_UERR_NO_MAPPING;
 	*b = body(OPAL_UNWIND_PACK(OPAL_CFA_REG, OPAL_DWARF_RSP), 16,
@@ -289,7 +366,7 @@ static void synth_stack(size_t depth, uint64_t last)
 
 static void walk(size_t copy_len, bool to_end, uint64_t *pcs, uint8_t *flags, size_t *n)
 {
-	struct opal_stack_copy c = { STACK_ADDR, (const uint8_t *)mem, copy_len, to_end };
+	struct opal_stack_copy c = { { { STACK_ADDR, (const uint8_t *)mem, copy_len, to_end } }, 1 };
 	struct opal_unwind_regs r = leaf_regs(0x400000, STACK_ADDR);
 
 	pcs[0] = 0x400000;
@@ -358,6 +435,116 @@ static void test_walk_copy_end(void **state)
 	assert_int_equal(pcs[11], OPAL_UERR_UNREADABLE);
 }
 
+/* Shapes by PC for the walks below: 0x500000 a signal trampoline
+ * (__restore_rt), 0x600000-0x6fffff code without FDE (GAP), the rest as
+ * synth_resolve. */
+static int shaped_resolve(void *ctx, uint64_t pc, bool exact, struct opal_unwind_body *b,
+			 uint64_t *code)
+{
+	if (pc == 0x500000) {
+		*b = body(OPAL_UNWIND_PACK(OPAL_CFA_SIGNAL, 0), 0, 0, 0);
+		return OPAL_UW_RULE;
+	}
+	if (pc >= 0x600000 && pc < 0x700000) {
+		memset(b, 0, sizeof(*b));   /* GAP */
+		return OPAL_UW_RULE;
+	}
+	return synth_resolve(ctx, pc, exact, b, code);
+}
+
+/* A handler on an alternate signal stack (region 0, mem[0..1023]) whose
+ * signal frame says it interrupted a frame on the thread's stack (region
+ * 1, mem[4096..]); the two regions are copied from distant addresses. */
+static void test_walk_signal_stack_regions(void **state)
+{
+	(void)state;
+	const uint64_t alt = 0x7f0000010000ull, main_sp = 0x7ffd00100000ull;
+	uint64_t pcs[OPAL_USTACK_SLOTS];
+	uint8_t flags[OPAL_USTACK_SLOTS];
+	size_t n = 1;
+
+	memset(mem, 0, sizeof(mem));
+	/* the handler's frame: RA = __restore_rt, then the ucontext */
+	mem[1] = 0x500000;
+	uint64_t *uc = &mem[2];
+	uc[OPAL_SIGFRAME_RSP / 8] = main_sp;
+	uc[OPAL_SIGFRAME_RIP / 8] = 0x401000;      /* the interrupted PC */
+	uc[OPAL_SIGFRAME_RBP / 8] = 0;
+	/* the interrupted frame and its caller, the outermost one */
+	mem[4096 + 1] = 0x800000;
+	struct opal_stack_copy c = {
+		{ { alt, (const uint8_t *)mem, 1024 * 8, true },
+		  { main_sp, (const uint8_t *)&mem[4096], 4096 * 8, true } },
+		2,
+	};
+	struct opal_unwind_regs r = leaf_regs(0x400100, alt);
+	pcs[0] = 0x400100;
+	flags[0] = 0;
+	assert_int_equal(opal_unwind_user_walk(shaped_resolve, NULL, &r, &c, pcs, flags, &n), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(pcs[1], 0x500000);
+	assert_int_equal(flags[1], 0);   /* a trampoline, not a return address */
+	assert_int_equal(pcs[2], 0x401000);
+	assert_int_equal(flags[2], 0);   /* interrupted: exact */
+	assert_int_equal(pcs[3], 0x800000);
+	assert_int_equal(flags[3], OPAL_UFRAME_RETURN);
+
+	/* without region 1 the walk ends where the signal stack does */
+	c.n = 1;
+	r = leaf_regs(0x400100, alt);
+	n = 1;
+	assert_int_equal(opal_unwind_user_walk(shaped_resolve, NULL, &r, &c, pcs, flags, &n), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(flags[3], OPAL_UFRAME_ERROR);
+	assert_int_equal(pcs[3], OPAL_UERR_UNREADABLE);
+}
+
+/* A PC without FDE is stepped with frame pointers; a guess that lands in
+ * no mapping is taken back and the walk ends with "no unwind info". */
+static void test_walk_gap_frame_pointers(void **state)
+{
+	(void)state;
+	uint64_t pcs[OPAL_USTACK_SLOTS];
+	uint8_t flags[OPAL_USTACK_SLOTS];
+	size_t n = 1;
+
+	/* leaf (CFI, one push) -> 0x600010 (no FDE, RBP frame at slot 4) ->
+	 * 0x800000 (outermost) */
+	memset(mem, 0, sizeof(mem));
+	mem[1] = 0x600010;
+	mem[4] = slot(0) + 0x1000;   /* the caller's RBP (unused) */
+	mem[5] = 0x800000;
+	struct opal_stack_copy c = { { { STACK_ADDR, (const uint8_t *)mem, sizeof(mem), true } }, 1 };
+	struct opal_unwind_regs r = leaf_regs(0x400000, STACK_ADDR);
+	r.r[OPAL_DWARF_RBP] = slot(4);
+	pcs[0] = 0x400000;
+	flags[0] = 0;
+	assert_int_equal(opal_unwind_user_walk(shaped_resolve, NULL, &r, &c, pcs, flags, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(pcs[1], 0x600010);
+	assert_int_equal(pcs[2], 0x800000);
+	assert_int_equal(flags[2], OPAL_UFRAME_RETURN | OPAL_UFRAME_FP);
+
+	/* RBP holds no frame: the "return address" it gives maps nowhere */
+	mem[5] = 0x900000;
+	r = leaf_regs(0x400000, STACK_ADDR);
+	r.r[OPAL_DWARF_RBP] = slot(4);
+	n = 1;
+	assert_int_equal(opal_unwind_user_walk(shaped_resolve, NULL, &r, &c, pcs, flags, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(pcs[1], 0x600010);
+	assert_int_equal(flags[2], OPAL_UFRAME_ERROR);
+	assert_int_equal(pcs[2], OPAL_UERR_NO_UNWIND_INFO);
+
+	/* RBP 0 in code without FDE proves nothing: no unwind info */
+	r = leaf_regs(0x400000, STACK_ADDR);
+	r.r[OPAL_DWARF_RBP] = 0;
+	n = 1;
+	assert_int_equal(opal_unwind_user_walk(shaped_resolve, NULL, &r, &c, pcs, flags, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(pcs[2], OPAL_UERR_NO_UNWIND_INFO);
+}
+
 /* ---- this process's own stack ------------------------------------------------- */
 
 struct self_file {
@@ -406,9 +593,11 @@ static struct self_file *self_file(struct self *s, const struct opal_map_entry *
 	return f;
 }
 
-static int self_resolve(void *ctx, uint64_t pc, bool exact, struct opal_unwind_body *b)
+static int self_resolve(void *ctx, uint64_t pc, bool exact, struct opal_unwind_body *b,
+			 uint64_t *code)
 {
 	struct self *s = ctx;
+	(void)code;
 	const struct opal_map_entry *m = opal_maps_find(s->maps, s->n_maps, pc);
 
 	if (!m || !m->executable || !m->path[0] || m->path[0] == '[')
@@ -482,7 +671,8 @@ static void test_walk_own_stack(void **state)
 
 	level1();
 	assert_true(opal_maps_read(getpid(), NULL, &s.maps, &s.n_maps) >= 0);
-	struct opal_stack_copy c = { captured.r[OPAL_DWARF_RSP], stack_copy, stack_copy_len, true };
+	struct opal_stack_copy c = { { { captured.r[OPAL_DWARF_RSP], stack_copy, stack_copy_len, true } },
+				     1 };
 	pcs[0] = captured.r[OPAL_DWARF_PC];
 	flags[0] = 0;
 	assert_int_equal(opal_unwind_user_walk(self_resolve, &s, &captured, &c, pcs, flags, &n), 0);
@@ -745,12 +935,16 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_step_rsp_based),
 		cmocka_unit_test(test_step_rbp_and_deref),
+		cmocka_unit_test(test_step_stack_switch),
 		cmocka_unit_test(test_step_plt),
 		cmocka_unit_test(test_step_signal_frame),
 		cmocka_unit_test(test_step_ra_in_register_and_outermost),
 		cmocka_unit_test(test_fp_step),
+		cmocka_unit_test(test_jit_step),
 		cmocka_unit_test(test_walk_depths),
 		cmocka_unit_test(test_walk_copy_end),
+		cmocka_unit_test(test_walk_signal_stack_regions),
+		cmocka_unit_test(test_walk_gap_frame_pointers),
 		cmocka_unit_test(test_walk_own_stack),
 		cmocka_unit_test(test_maps_lookup_matches_reference),
 		cmocka_unit_test(test_maps_budget),

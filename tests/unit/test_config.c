@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "shared/config.h"
 
 struct conf {
 	char *socket;

@@ -1,4 +1,4 @@
-/* Unit tests of shared/elfinfo.c. Expected values come from binutils run at
+/* Unit tests of collector/proc/elfinfo.c. Expected values come from binutils run at
  * test time (readelf -lW, readelf -n, readelf -p, nm) and zlib's crc32,
  * never from elfinfo itself.
  * Fixtures: $OPAL_FIXTURES/layout (tests/fixtures/layout/build.sh) and
@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "elfinfo.h"
+#include "collector/proc/elfinfo.h"
 
 #define PAGE 4096u
 #define PIE_BASE 0x7f0000000000ull   /* simulated load address of ET_DYN files */
@@ -246,13 +246,20 @@ static void test_layout_shared_lib_lld(void **state)
 	assert_int_not_equal(check_layout("liblayout-lld.so"), 0);
 }
 
-/* The real thing: dlopen the lld-linked library, find the mapping of its
- * function in /proc/self/maps (parsed here with sscanf, independently of
- * procmaps.c) and translate the runtime address back to st_value. */
-static void test_layout_real_mapping(void **state)
+/* A second text segment after a writable one whose p_memsz > p_filesz
+ * (a large .bss): that segment's [p_offset, p_offset + p_memsz) holds the
+ * text's file offsets too, but only p_filesz bytes of it are in the file. */
+static void test_layout_bss_before_text(void **state)
 {
 	(void)state;
-	const char *name = "liblayout-lld.so";
+	check_layout("prog-bss-text2");
+}
+
+/* The real thing: dlopen library `name`, find the mapping of its
+ * function in /proc/self/maps (parsed here with sscanf, independently of
+ * procmaps.c) and translate the runtime address back to st_value. */
+static void check_real_mapping(const char *name)
+{
 	uint64_t st_value = nm_symbol(name, "opal_layout_work");
 	void *h = dlopen(fixture(name), RTLD_NOW | RTLD_LOCAL);
 	if (!h)
@@ -293,6 +300,18 @@ static void test_layout_real_mapping(void **state)
 	assert_int_equal(opal_elf_load_bias(&info, start, limit, file_offset, true, &bias), 0);
 	assert_int_equal(runtime - bias, st_value);
 	dlclose(h);
+}
+
+static void test_layout_real_mapping(void **state)
+{
+	(void)state;
+	check_real_mapping("liblayout-lld.so");
+}
+
+static void test_layout_real_mapping_bss(void **state)
+{
+	(void)state;
+	check_real_mapping("libbss-text2.so");
 }
 
 static void test_offset_outside_loads(void **state)
@@ -723,7 +742,9 @@ int main(void)
 		cmocka_unit_test(test_layout_separate_code),
 		cmocka_unit_test(test_layout_shared_lib),
 		cmocka_unit_test(test_layout_shared_lib_lld),
+		cmocka_unit_test(test_layout_bss_before_text),
 		cmocka_unit_test(test_layout_real_mapping),
+		cmocka_unit_test(test_layout_real_mapping_bss),
 		cmocka_unit_test(test_offset_outside_loads),
 		cmocka_unit_test(test_build_id_sha1),
 		cmocka_unit_test(test_build_id_none),

@@ -1,4 +1,4 @@
-/* Unit tests of symbolizer/exporters.c (the configured OTLP exporters)
+/* Unit tests of symbolizer/export/exporters.c (the configured OTLP exporters)
  * against the loopback test receiver of tests/otlp_receiver, compiled in:
  * profiles and logs exporters start from their URLs; the same settings keep
  * the running exporter, changed ones replace it without waiting for the old
@@ -16,12 +16,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "symbolizer/exporters.h"
-#include "symbolizer/metrics.h"
-#include "symbolizer/otlp.h"
-#include "symbolizer/otlp_logs.h"
-#include "symbolizer/pprof.h"
-#include "symbolizer/profile.h"
+#include "symbolizer/base/metrics.h"
+#include "symbolizer/export/exporters.h"
+#include "symbolizer/profile/otlp.h"
+#include "symbolizer/profile/otlp_logs.h"
+#include "symbolizer/profile/pprof.h"
+#include "symbolizer/profile/profile.h"
 
 #include "../otlp_receiver/check.c"
 #include "../otlp_receiver/receiver.c"
@@ -84,7 +84,7 @@ static uint64_t metric(const char *exporter, const char *outcome)
 	size_t len;
 	uint64_t v = UINT64_MAX;
 
-	assert_int_equal(opal_metrics_render(NULL, &text, &len), 0);
+	assert_int_equal(opal_metrics_render(NULL, NULL, &text, &len), 0);
 	if (outcome)
 		snprintf(line, sizeof(line), "opal_export_requests_total{exporter=\"%s\",outcome=\"%s\"} ",
 			 exporter, outcome);

@@ -1,6 +1,8 @@
-/* Unit tests of shared/fileid.c: the htlhash file ID checked against the
- * shell formula of shared/reference/fileid.md (run at test time) and against
- * values computed once with that formula; hex helpers. */
+/* Unit tests of shared/fileid.c: the htlhash file ID (OpenTelemetry
+ * Profiles specification, "Mappings": SHA-256 over the first and last 4096
+ * bytes and the big-endian u64 length, first 16 bytes) checked against
+ * that formula written with head, tail, printf, xxd and sha256sum (run at
+ * test time) and against values computed once with it; hex helpers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fileid.h"
+#include "shared/fileid.h"
 
 /* Deterministic content: byte i of every test file. Must stay equal to the
  * generator the hard-coded digests below were computed with. */
@@ -204,6 +206,19 @@ static void test_hex_encode(void **state)
 	assert_int_equal(one[0], '\0');
 }
 
+/* Every byte value: the 22 hex digits map to their values, all else to -1. */
+static void test_hex_digit(void **state)
+{
+	(void)state;
+	static const char digits[] = "0123456789abcdef";
+	for (int c = 0; c < 256; c++) {
+		const char *lo = c ? strchr(digits, c) : NULL;
+		const char *up = c >= 'A' && c <= 'F' ? strchr(digits, c - 'A' + 'a') : NULL;
+		int want = lo ? (int)(lo - digits) : up ? (int)(up - digits) : -1;
+		assert_int_equal(opal_hex_digit((char)c), want);
+	}
+}
+
 static void test_hex_decode(void **state)
 {
 	(void)state;
@@ -254,6 +269,7 @@ int main(void)
 		cmocka_unit_test(test_bad_fd),
 		cmocka_unit_test(test_file_id_hex),
 		cmocka_unit_test(test_hex_encode),
+		cmocka_unit_test(test_hex_digit),
 		cmocka_unit_test(test_hex_decode),
 		cmocka_unit_test(test_is_lower_hex),
 	};

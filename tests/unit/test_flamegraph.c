@@ -1,4 +1,4 @@
-/* Unit tests of symbolizer/flamegraph.c: the call tree built from an
+/* Unit tests of symbolizer/profile/flamegraph.c: the call tree built from an
  * opal_profile (root first, inline chains expanded, kinds kernel / native /
  * inline, unsymbolized frames named file+0xOFFSET), pid and time filters,
  * the same tree from the pprof encoding of the profile, the depth bound,
@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "symbolizer/flamegraph.h"
-#include "symbolizer/pprof.h"
-#include "symbolizer/profile.h"
-#include "symbolizer/report.h"
+#include "symbolizer/profile/flamegraph.h"
+#include "symbolizer/profile/pprof.h"
+#include "symbolizer/profile/profile.h"
+#include "symbolizer/profile/report.h"
 
 #define PERIOD 10000000ull
 #define T0     1700000000000000000ull

@@ -1,4 +1,4 @@
-/* Tests of the HTTP API (symbolizer/http_server.h) over a real loopback
+/* Tests of the HTTP API (symbolizer/http/http_server.h) over a real loopback
  * socket with libcurl: authentication, the upload flow and its bad cases,
  * body limits, remote symbolization, the debuginfod protocol, /healthz
  * and /metrics (docs/http-api.md). */
@@ -13,9 +13,11 @@
 #include <jansson.h>
 
 #include "debuginfo_helpers.h"
-#include "symbolizer/http_server.h"
-#include "symbolizer/metrics.h"
-#include "symbolizer/sym_sources.h"
+#include "symbolizer/base/metrics.h"
+#include "symbolizer/debuginfo/debuginfo_sources.h"
+#include "symbolizer/export/exporters.h"
+#include "symbolizer/export/otlp_http.h"
+#include "symbolizer/http/http_server.h"
 
 #define TOKEN "s3cret-token"
 
@@ -124,11 +126,11 @@ static void expect_error(struct reply r, long status, const char *part)
 	free(r.body);
 }
 
-static int setup(void **state)
+static int setup_with(void **state, uint64_t max_upload)
 {
 	struct env *e = calloc(1, sizeof(*e));
 	di_mktemp(e->dir, sizeof(e->dir));
-	e->st = di_store(e->dir, 1 << 20, 0);
+	e->st = di_store(e->dir, max_upload, 0);
 	e->s = opal_symbolizer_new(NULL, 8);
 	struct opal_sym_sources_config sc = { .store = e->st };
 	assert_int_equal(opal_sym_sources_init(&sc), 0);
@@ -140,6 +142,17 @@ static int setup(void **state)
 	di_build_id("di_full", e->full_id);
 	*state = e;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_with(state, 1 << 20);
+}
+
+/* Room for a Go executable (gofix_stripped: 1.2 MB). */
+static int setup_big(void **state)
+{
+	return setup_with(state, 16 << 20);
 }
 
 static int teardown(void **state)
@@ -168,8 +181,10 @@ static char *read_fixture(const char *name, size_t *len)
 
 /* initiate-upload for `bytes`; returns the upload URL (static) or NULL
  * when refused (*status set). */
-static const char *initiate(struct env *e, const char *id, const char *type, const char *bytes,
-			    size_t len, long *status)
+/* initiate-upload of `bytes` under `id`, of ID type `id_type` (gnu or
+ * htlhash). */
+static const char *initiate_as(struct env *e, const char *id, const char *id_type,
+			       const char *type, const char *bytes, size_t len, long *status)
 {
 	static char url[256];
 	char hash[65], body[512];
@@ -177,8 +192,8 @@ static const char *initiate(struct env *e, const char *id, const char *type, con
 	unsigned int n;
 	EVP_Digest(bytes, len, md, &n, EVP_sha256(), NULL);
 	opal_hex_encode(md, 32, hash);
-	snprintf(body, sizeof(body), "{\"build_id\":\"%s\",\"type\":\"%s\",\"hash\":\"%s\","
-		 "\"size\":%zu}", id, type, hash, len);
+	snprintf(body, sizeof(body), "{\"build_id\":\"%s\",\"build_id_type\":\"%s\",\"type\":"
+		 "\"%s\",\"hash\":\"%s\",\"size\":%zu}", id, id_type, type, hash, len);
 	struct reply r = post(e, "/debuginfo/v1/initiate-upload", body, TOKEN);
 	*status = r.status;
 	if (r.status != 200) {
@@ -191,6 +206,12 @@ static const char *initiate(struct env *e, const char *id, const char *type, con
 	json_decref(j);
 	free(r.body);
 	return url;
+}
+
+static const char *initiate(struct env *e, const char *id, const char *type, const char *bytes,
+			    size_t len, long *status)
+{
+	return initiate_as(e, id, "gnu", type, bytes, len, status);
 }
 
 static void test_health_metrics_routes(void **state)
@@ -508,6 +529,156 @@ static void test_symbolize_limits(void **state)
 		     "nested");
 }
 
+/* POST /v1development/profiles: 404 while off; with a forwarder (to a
+ * port nothing listens on: forwarding happens after the answer), the
+ * header checks, the body bound (4 KiB here), malformed bodies and a
+ * valid request, each counted. */
+static void test_otlp_receive_route(void **state)
+{
+	struct env *e = *state;
+	const char *pb = "Content-Type: application/x-protobuf";
+
+	expect_error(req(e, "POST", "/v1development/profiles", "", 0, TOKEN, pb), 404,
+		     "OTLP receiving is off");
+	struct reply r = req(e, "GET", "/v1development/profiles", NULL, 0, TOKEN, NULL);
+	assert_string_equal(r.allow, "POST");
+	expect_error(r, 405, NULL);
+
+	struct opal_otlp_exporter *fwd;
+	struct opal_exporter_settings fs = { "http://127.0.0.1:1/v1development/profiles", NULL,
+					     1000, true };
+	assert_int_equal(opal_exporter_start("otlp-forward", OPAL_OTLP_SIGNAL_PROFILES, &fs,
+					     1 << 20, &fwd), 0);
+	struct opal_http_config hc = { .listen = "127.0.0.1:0", .token = TOKEN, .sym = e->s,
+				       .store = e->st, .otlp_forward = fwd,
+				       .max_upload_bytes = 4096 };
+	struct opal_http_server *h = opal_http_start(&hc);
+	assert_non_null(h);
+	struct env e2 = *e;
+	snprintf(e2.base, sizeof(e2.base), "http://127.0.0.1:%u", opal_http_port(h));
+	opal_metrics_reset();
+
+	expect_error(req(&e2, "POST", "/v1development/profiles", "", 0, NULL, pb), 401, NULL);
+	expect_error(req(&e2, "POST", "/v1development/profiles", "{}", 2, TOKEN,
+			 "Content-Type: application/json"), 415, "application/x-protobuf");
+	r = req(&e2, "POST", "/v1development/profiles", "", 0, TOKEN, NULL);
+	expect_error(r, 415, NULL);   /* no Content-Type at all */
+	char *big = calloc(1, 8192);
+	expect_error(req(&e2, "POST", "/v1development/profiles", big, 8192, TOKEN, pb), 413,
+		     "at most 4096");
+	free(big);
+	/* field 1 (resource_profiles) announcing 100 bytes that are not there */
+	expect_error(req(&e2, "POST", "/v1development/profiles", "\x0a\x64", 2, TOKEN, pb), 400,
+		     "malformed protobuf");
+	/* an empty request is a valid one: 200, an empty response, forwarded */
+	r = req(&e2, "POST", "/v1development/profiles", "", 0, TOKEN, pb);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.len, 0);
+	free(r.body);
+	r = req(&e2, "GET", "/metrics", NULL, 0, NULL, NULL);
+	assert_non_null(strstr(r.body, "opal_otlp_receive_requests_total{outcome=\"forwarded\"} 1\n"));
+	assert_non_null(strstr(r.body, "opal_otlp_receive_requests_total{outcome=\"unsupported\"} 2\n"));
+	assert_non_null(strstr(r.body, "opal_otlp_receive_requests_total{outcome=\"too_large\"} 1\n"));
+	assert_non_null(strstr(r.body, "opal_otlp_receive_requests_total{outcome=\"malformed\"} 1\n"));
+	assert_non_null(strstr(r.body, "opal_export_requests_total{exporter=\"otlp-forward\","
+				       "outcome=\"enqueued\"} 1\n"));
+	free(r.body);
+	opal_http_stop(h);
+	opal_otlp_exporter_stop(fwd, 0, NULL);
+}
+
+/* A stripped Go executable (no DWARF, no .symtab, no GNU build ID)
+ * uploaded as `executable` under its htlhash file ID: /symbolize/v1 by
+ * that file ID answers every main.* PC of gofix.expect with the frames a
+ * collector's descriptor of the same file gets, inline frames included
+ * (docs/go.md). */
+static void test_go_executable_upload(void **state)
+{
+	struct env *e = *state;
+	const char *fx = getenv("OPAL_FIXTURES");
+	char path[PATH_MAX], line[1024], fid[33];
+	snprintf(path, sizeof(path), "%s/go/gofix_stripped", fx ? fx : "build/fixtures");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	opal_file_id id;
+	assert_int_equal(opal_file_id_from_fd(fd, &id), 0);
+	opal_file_id_to_hex(&id, fid);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	size_t len = (size_t)st.st_size;
+	char *bytes = malloc(len);
+	assert_int_equal(pread(fd, bytes, len, 0), (ssize_t)len);
+
+	long status;
+	const char *url = initiate_as(e, fid, "htlhash", "executable", bytes, len, &status);
+	if (!url)
+		fail_msg("initiate-upload: %ld", status);
+	struct reply r = req(e, "PUT", url, bytes, len, TOKEN, NULL);
+	assert_int_equal(r.status, 200);
+	json_t *j = parse(&r);
+	assert_true(json_is_true(json_object_get(j, "stored")));
+	assert_string_equal(json_string_value(json_object_get(j, "quality")), "dwarf_inline");
+	json_decref(j);
+	free(r.body);
+
+	/* the main.* PCs, asked by file ID */
+	snprintf(path, sizeof(path), "%s/go/gofix.expect", fx ? fx : "build/fixtures");
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	uint64_t pcs[512];
+	size_t n = 0;
+	char *q = malloc(64 * 1024), *w = q;
+	w += sprintf(w, "{\"requests\":[{\"file_id\":\"%s\",\"addresses\":[", fid);
+	while (n < 512 && fgets(line, sizeof(line), f)) {
+		unsigned long long pc;
+		char fn[256];
+		if (sscanf(line, "0x%llx\t%255s", &pc, fn) != 2 || strncmp(fn, "main.", 5) != 0)
+			continue;
+		w += sprintf(w, "%s\"0x%llx\"", n ? "," : "", pc);
+		pcs[n++] = pc;
+	}
+	fclose(f);
+	sprintf(w, "]}]}");
+	assert_true(n > 20);
+	r = post(e, "/symbolize/v1", q, TOKEN);
+	free(q);
+	assert_int_equal(r.status, 200);
+	j = parse(&r);
+	json_t *locs = json_object_get(json_array_get(json_object_get(j, "results"), 0), "locations");
+	assert_int_equal(json_array_size(locs), n);
+
+	/* the reference: the same file as a collector passes it */
+	struct opal_symbolizer *ref = opal_symbolizer_new(NULL, 4);
+	opal_file_id rid = id;
+	assert_int_equal(opal_symbolizer_add_file(ref, &rid, fd, NULL, 0, "gofix_stripped"), 0);
+	size_t inlined = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct opal_sym_result sr;
+		assert_int_equal(opal_symbolize_native(ref, &rid, pcs[i], false, &sr), 0);
+		json_t *frames = json_object_get(json_array_get(locs, i), "frames");
+		assert_true(sr.n > 0);
+		assert_int_equal(json_array_size(frames), sr.n);
+		for (size_t k = 0; k < sr.n; k++) {
+			json_t *fr = json_array_get(frames, k);
+			assert_string_equal(json_string_value(json_object_get(fr, "function")),
+					    sr.frames[k].function);
+			assert_string_equal(json_string_value(json_object_get(fr, "file")),
+					    sr.frames[k].file);
+			assert_int_equal(json_integer_value(json_object_get(fr, "line")),
+					 sr.frames[k].line);
+			assert_int_equal(json_is_true(json_object_get(fr, "inlined")),
+					 sr.frames[k].inlined);
+			inlined += sr.frames[k].inlined;
+		}
+		opal_sym_result_free(&sr);
+	}
+	assert_true(inlined > 0);
+	opal_symbolizer_free(ref);
+	json_decref(j);
+	free(r.body);
+	free(bytes);
+}
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -518,6 +689,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_uploads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_initiate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symbolize_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_otlp_receive_route, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_go_executable_upload, setup_big, teardown),
 	};
 	return cmocka_run_group_tests(tests, di_setup_fixtures, NULL);
 }

@@ -1,6 +1,6 @@
-/* Tests of the HTTP client (symbolizer/http_client.h) and the fleet mode
- * (symbolizer/upstream.h) against an in-process "central" server
- * (symbolizer/http_server.h) on loopback: the upload flow's outcomes,
+/* Tests of the HTTP client (symbolizer/http/http_client.h) and the fleet mode
+ * (symbolizer/http/upstream.h) against an in-process "central" server
+ * (symbolizer/http/http_server.h) on loopback: the upload flow's outcomes,
  * batches of poorly resolved addresses answered by the central, and the
  * upload of a new file's debug parts. */
 #include <errno.h>
@@ -12,11 +12,11 @@
 #include <cmocka.h>
 
 #include "debuginfo_helpers.h"
-#include "symbolizer/http_client.h"
-#include "symbolizer/http_server.h"
-#include "symbolizer/sym_result.h"
-#include "symbolizer/sym_sources.h"
-#include "symbolizer/upstream.h"
+#include "symbolizer/base/sym_result.h"
+#include "symbolizer/debuginfo/debuginfo_sources.h"
+#include "symbolizer/http/http_client.h"
+#include "symbolizer/http/http_server.h"
+#include "symbolizer/http/upstream.h"
 
 #define TOKEN "central-token"
 
@@ -145,8 +145,9 @@ static bool uploaded(void *arg)
 }
 
 /* A host symbolizer with only the stripped file asks the central, which
- * has the upload; the answer lands in the host's cache. A new file with
- * DWARF on the host gets its debug parts uploaded to the central. */
+ * has the upload; the answer lands in the host's cache, and settling (the
+ * file is new) waits for it. A new file with DWARF on the host gets its
+ * debug parts uploaded to the central. */
 static void test_fleet(void **state)
 {
 	struct env *e = *state;
@@ -175,7 +176,16 @@ static void test_fleet(void **state)
 	struct opal_sym_result r;
 	assert_int_equal(opal_symbolize_native(host, &p.id, p.addr, false, &r), 0);
 	assert_int_equal(r.n, 0);   /* locally: nothing */
-	assert_true(wait_until(named, &p, 10));
+	/* the file is new: held until the answer came, which was better */
+	assert_int_equal(opal_upstream_settle(up, 10000), 1);
+	assert_true(named(&p));
+	/* nothing new since */
+	assert_int_equal(opal_upstream_settle(up, 10000), 0);
+	/* another address of the same file: no longer new, not waited for */
+	struct probe p2 = { .s = host, .id = p.id, .addr = di_sym_addr("di_full", "di_mark_static") };
+	assert_int_equal(opal_symbolize_native(host, &p2.id, p2.addr, false, &r), 0);
+	opal_sym_result_free(&r);
+	assert_int_equal(opal_upstream_settle(up, 10000), 0);
 
 	char d4[OPAL_DI_ID_HEX_MAX + 1];
 	di_build_id("di_dwarf4", d4);

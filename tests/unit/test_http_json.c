@@ -1,4 +1,4 @@
-/* Tests of the HTTP API's JSON request parsers (symbolizer/http_json.h). */
+/* Tests of the HTTP API's JSON request parsers (symbolizer/http/http_json.h). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "symbolizer/http_json.h"
+#include "symbolizer/http/http_json.h"
 
 #define HASH "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 

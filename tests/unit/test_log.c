@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "shared/log.h"
 
 /* Runs opal_info(fmt, arg) with stderr redirected; returns the line. */
 static char *logged(const char *fmt, const char *arg)

@@ -16,8 +16,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "shared/notify.h"
 #include "symbolizer/activation.h"
-#include "notify.h"
 
 /* Binds a datagram socket at `name` (a path, or abstract when it starts
  * with '@') and returns it. */

@@ -1,4 +1,4 @@
-/* Unit tests of symbolizer/otlp.c: the ExportProfilesServiceRequest is
+/* Unit tests of symbolizer/profile/otlp.c: the ExportProfilesServiceRequest is
  * decoded with the protobuf-c code and checked against the dictionary rules
  * of the v1.11.0 profiles layout (zero value at index 0 of every table, no
  * duplicate entries, indices in range, unique attribute keys per list),
@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "symbolizer/profile.h"
-#include "symbolizer/otlp.h"
+#include "symbolizer/profile/otlp.h"
+#include "symbolizer/profile/profile.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 
 typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
@@ -512,13 +512,51 @@ static bool find_srcdir(char out[PATH_MAX])
 	return false;
 }
 
+/* A Python frame: frame type "cpython", its function's first line. */
+static void test_cpython_frame(void **state)
+{
+	struct opal_profile *p = opal_profile_new(PERIOD);
+	struct opal_profile_mapping py = { .filename = OPAL_PROFILE_CPYTHON_MAPPING,
+					   .has_functions = true };
+	struct opal_profile_line l = { .function = "Worker.spin", .filename = "app.py", .line = 14,
+				       .start_line = 12 };
+	struct opal_profile_process pr = { .pid = 7, .executable_name = "python3.11" };
+	uint64_t ts = T0 + 1;
+	uint32_t cpu = 0;
+
+	uint32_t loc = opal_profile_location(p, opal_profile_mapping(p, &py), 0, OPAL_FRAME_CPYTHON,
+					     &l, 1);
+	assert_int_equal(opal_profile_add_sample(p, opal_profile_process(p, &pr), 7, NULL, &loc, 1,
+						 &ts, &cpu, 1), 0);
+	Request *r = encode(p);
+	const Dictionary *d = r->dictionary;
+	const Location *pl = NULL;
+	for (size_t i = 1; i < d->n_location_table; i++)
+		pl = d->location_table[i];
+	assert_non_null(pl);
+	assert_string_equal(attr_str(d, pl->attribute_indices, pl->n_attribute_indices,
+				     "profile.frame.type"), "cpython");
+	assert_int_equal(pl->n_lines, 1);
+	assert_int_equal(pl->lines[0]->line, 14);
+	const Opentelemetry__Proto__Profiles__V1development__Function *fn =
+		d->function_table[pl->lines[0]->function_index];
+	assert_string_equal(S(d, fn->name_strindex), "Worker.spin");
+	assert_string_equal(S(d, fn->filename_strindex), "app.py");
+	assert_int_equal(fn->start_line, 12);
+	opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(r, NULL);
+	opal_profile_free(p);
+}
+
 static void test_protoc_decodes(void **state)
 {
 	char src[PATH_MAX], dir[64] = "/tmp/opal-test-otlp-XXXXXX", path[128];
 	char cmd[PATH_MAX * 2 + 512];
 
-	if (system("command -v protoc >/dev/null 2>&1") != 0 || !find_srcdir(src))
-		skip();
+	if (system("command -v protoc >/dev/null 2>&1") != 0)
+		fail_msg("protoc not on PATH: scripts/install-deps.sh installs protobuf-compiler");
+	if (!find_srcdir(src))
+		fail_msg("proto/opentelemetry/... not found above the test binary or the working "
+			 "directory: run the test from the source tree");
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/profile.otlp.pb", dir);
 	struct opal_profile *p = build_profile();
@@ -543,6 +581,7 @@ int main(void)
 		cmocka_unit_test(test_dictionary_rules),
 		cmocka_unit_test(test_resources_and_samples),
 		cmocka_unit_test(test_empty_profile),
+		cmocka_unit_test(test_cpython_frame),
 		cmocka_unit_test(test_parse_resource_attributes),
 		cmocka_unit_test(test_protoc_decodes),
 	};

@@ -1,4 +1,4 @@
-/* Unit tests of the OTLP/HTTP exporter (symbolizer/otlp_http.c,
+/* Unit tests of the OTLP/HTTP exporter (symbolizer/export/otlp_http.c,
  * export_queue.c) and the "profiles as logs" encoder (otlp_logs.c) against
  * the loopback test receiver of tests/otlp_receiver, compiled in: endpoint,
  * header, Retry-After and backoff rules; 503 + Retry-After honoured (timed,
@@ -23,12 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "symbolizer/export_queue.h"
-#include "symbolizer/otlp.h"
-#include "symbolizer/otlp_http.h"
-#include "symbolizer/otlp_logs.h"
-#include "symbolizer/profile.h"
+#include "shared/log.h"
+#include "symbolizer/export/export_queue.h"
+#include "symbolizer/export/otlp_http.h"
+#include "symbolizer/profile/otlp.h"
+#include "symbolizer/profile/otlp_logs.h"
+#include "symbolizer/profile/profile.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 

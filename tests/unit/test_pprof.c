@@ -1,4 +1,4 @@
-/* Unit tests of symbolizer/pprof.c and symbolizer/report.c: a profile with
+/* Unit tests of symbolizer/profile/pprof.c and symbolizer/profile/report.c: a profile with
  * inline chains, an unsymbolized frame and kernel frames is encoded, decoded
  * again with the protobuf-c pprof code and checked field by field; the
  * gzip'd file is read back by the report code (stacks, top, check); when
@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "symbolizer/profile.h"
-#include "symbolizer/pprof.h"
-#include "symbolizer/report.h"
+#include "symbolizer/profile/pprof.h"
+#include "symbolizer/profile/profile.h"
+#include "symbolizer/profile/report.h"
 
 #define PERIOD 50000000ull   /* 20 Hz */
 #define T0     1700000000000000000ull
@@ -243,12 +243,74 @@ static char *run_to_string(int (*fn)(FILE *, const Perftools__Profiles__Profile 
 
 static int do_stacks(FILE *f, const Perftools__Profiles__Profile *pp, void *arg)
 {
-	return opal_report_stacks(f, pp);
+	return opal_report_stacks(f, pp, arg != NULL);
 }
 
 static int do_top(FILE *f, const Perftools__Profiles__Profile *pp, void *arg)
 {
-	return opal_report_top(f, pp, 3);
+	return opal_report_top(f, pp, 3, arg ? *(int *)arg : -1);
+}
+
+/* Python frames: under the "[cpython]" mapping with their first line in
+ * Function.start_line; stacks show the line executing, top lists one
+ * entry per function (first line), --kind cpython only those. */
+static void test_report_python(void **state)
+{
+	char dir[64] = "/tmp/opal-test-pprof-py-XXXXXX", path[128], why[256];
+	struct opal_profile *p = opal_profile_new(PERIOD);
+	struct opal_profile_mapping py = { .filename = OPAL_PROFILE_CPYTHON_MAPPING,
+					   .has_functions = true, .has_filenames = true,
+					   .has_line_numbers = true };
+	struct opal_profile_mapping exe = { .start = 0x400000, .limit = 0x500000,
+					    .filename = "/usr/bin/python3.11", .has_functions = true };
+	struct opal_profile_line leaf = { .function = "Worker.spin", .filename = "app.py",
+					  .line = 14, .start_line = 12 };
+	struct opal_profile_line leaf2 = { .function = "Worker.spin", .filename = "app.py",
+					   .line = 15, .start_line = 12 };
+	struct opal_profile_line caller = { .function = "main", .filename = "app.py", .line = 30,
+					    .start_line = 28 };
+	struct opal_profile_line eval = { .function = "_PyEval_EvalFrameDefault" };
+	struct opal_profile_process proc = { .pid = 7, .executable_name = "python3.11" };
+	uint64_t ts[2] = { 1, 2 };
+	uint32_t cpus[2] = { 0, 1 };
+
+	assert_non_null(p);
+	uint32_t mp = opal_profile_mapping(p, &py), me = opal_profile_mapping(p, &exe);
+	uint32_t l1 = opal_profile_location(p, mp, 0, OPAL_FRAME_CPYTHON, &leaf, 1);
+	uint32_t l2 = opal_profile_location(p, mp, 0, OPAL_FRAME_CPYTHON, &leaf2, 1);
+	uint32_t lc = opal_profile_location(p, mp, 0, OPAL_FRAME_CPYTHON, &caller, 1);
+	uint32_t le = opal_profile_location(p, me, 0x401000, OPAL_FRAME_NATIVE, &eval, 1);
+	assert_true(l1 && l2 && lc && le && l1 != l2);
+	uint32_t pid = opal_profile_process(p, &proc);
+	const uint32_t s1[] = { l1, lc, le }, s2[] = { le, l2, lc, le };
+	assert_int_equal(opal_profile_add_sample(p, pid, 7, "python3.11", s1, 3, ts, cpus, 2), 0);
+	assert_int_equal(opal_profile_add_sample(p, pid, 7, "python3.11", s2, 4, ts, cpus, 1), 0);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/profile.pb.gz", dir);
+	assert_int_equal(opal_pprof_write(p, path), 0);
+	opal_profile_free(p);
+
+	Perftools__Profiles__Profile *pp;
+	assert_int_equal(opal_report_load(path, &pp, why, sizeof(why)), 0);
+	bool start_line = false;
+	for (size_t i = 0; i < pp->n_function; i++)
+		start_line |= pp->function[i]->start_line == 12;
+	assert_true(start_line);
+	char *stacks = run_to_string(do_stacks, pp, NULL);
+	assert_non_null(strstr(stacks, "count=2: Worker.spin (app.py:14);main (app.py:30);"
+				"_PyEval_EvalFrameDefault\n"));
+	assert_non_null(strstr(stacks, "count=1: _PyEval_EvalFrameDefault;Worker.spin (app.py:15);"
+				"main (app.py:30);_PyEval_EvalFrameDefault\n"));
+	free(stacks);
+	int cpython = OPAL_FRAME_CPYTHON;
+	char *top = run_to_string(do_top, pp, &cpython);
+	/* one function for both lines; self: the innermost Python frame */
+	assert_non_null(strstr(top, "by self, total 3 samples"));
+	assert_non_null(strstr(top, "         3 100.00% 100.00%          3 100.00%  Worker.spin (app.py:12)\n"));
+	assert_null(strstr(top, "_PyEval_EvalFrameDefault"));
+	free(top);
+	perftools__profiles__profile__free_unpacked(pp, NULL);
+	remove_dir(dir);
 }
 
 static void test_report_roundtrip(void **state)
@@ -413,8 +475,12 @@ static void test_protoc_decodes(void **state)
 	char src[PATH_MAX], dir[64], path[128], cmd[PATH_MAX * 2 + 512];
 	char *out;
 
-	if (!have("protoc") || !have("gunzip") || !find_srcdir(src))
-		skip();
+	if (!have("protoc") || !have("gunzip"))
+		fail_msg("protoc or gunzip not on PATH: scripts/install-deps.sh installs "
+			 "protobuf-compiler (gzip is essential)");
+	if (!find_srcdir(src))
+		fail_msg("proto/pprof/profile.proto not found above the test binary or the "
+			 "working directory: run the test from the source tree");
 	write_fixture(true, dir, path);
 	snprintf(cmd, sizeof(cmd),
 		 "gunzip -c '%s' | protoc --decode perftools.profiles.Profile -I'%s/proto' "
@@ -432,7 +498,7 @@ static void test_go_pprof_reads(void **state)
 	char *out;
 
 	if (!have("go"))
-		skip();
+		fail_msg("go not on PATH: scripts/install-deps.sh installs golang-go");
 	write_fixture(true, dir, path);
 	/* A private HOME and build cache: the test must not depend on (or
 	 * write to) the caller's. */
@@ -456,6 +522,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_encode_decode),
 		cmocka_unit_test(test_report_roundtrip),
+		cmocka_unit_test(test_report_python),
 		cmocka_unit_test(test_report_rejects_bad_input),
 		cmocka_unit_test(test_protoc_decodes),
 		cmocka_unit_test(test_go_pprof_reads),

@@ -1,4 +1,4 @@
-/* Unit tests of shared/procmaps.c: single lines in every shape proc(5)
+/* Unit tests of collector/proc/procmaps.c: single lines in every shape proc(5)
  * documents, malformed lines, whole files and /proc/self/maps, lookup. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "procmaps.h"
+#include "collector/proc/procmaps.h"
 
 static void parse_ok(const char *line, struct opal_map_entry *e)
 {

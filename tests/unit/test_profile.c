@@ -1,4 +1,4 @@
-/* Unit tests of symbolizer/profile.c: interning deduplicates mappings,
+/* Unit tests of symbolizer/profile/profile.c: interning deduplicates mappings,
  * locations, processes and samples; strings are copied; bad ids and
  * bounds are rejected without changing the profile; read accessors. */
 #include <stdarg.h>
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "symbolizer/profile.h"
-#include "symbolizer/intern.h"
+#include "symbolizer/profile/intern.h"
+#include "symbolizer/profile/profile.h"
 
 static void test_mapping_dedup_and_copy(void **state)
 {
@@ -126,6 +126,17 @@ static void test_process_dedup(void **state)
 	assert_string_equal(got->executable_name, "app");
 	assert_string_equal(opal_profile_get_process(p, 2)->service_name, "svc");
 	assert_null(opal_profile_get_process(p, 4));
+	/* A process context published mid-run makes another process from then
+	 * on; the same context again is the same one. */
+	const struct opal_profile_attr ctx[] = { { "service.name", "pub" } },
+				       ctx2[] = { { "service.name", "pub2" } };
+	a.resource = ctx;
+	a.n_resource = 1;
+	assert_int_equal(opal_profile_process(p, &a), 4);
+	assert_int_equal(opal_profile_process(p, &a), 4);
+	a.resource = ctx2;
+	assert_int_equal(opal_profile_process(p, &a), 5);
+	assert_string_equal(opal_profile_get_process(p, 4)->resource[0].value, "pub");
 	opal_profile_free(p);
 }
 
@@ -140,12 +151,14 @@ static void test_sample_merge(void **state)
 	uint64_t ts[3] = { 300, 100, 200 };
 	uint32_t cpus[3] = { 0, 1, 0 };
 
-	assert_int_equal(opal_profile_add_sample(p, pid, 5, "t", stack, 2, ts, cpus, 2), 0);
+	assert_int_equal(opal_profile_add_sample(p, pid, 5, "t", stack, 2, ts, cpus, 1), 0);
+	assert_int_equal(opal_profile_add_sample(p, pid, 5, "t", stack, 2, ts + 1, cpus + 1, 1), 0);
+	/* The thread renamed: its later samples keep the new name. */
 	assert_int_equal(opal_profile_add_sample(p, pid, 5, "t2", stack, 2, ts + 2, cpus + 2, 1), 0);
 	/* Other tid or other stack: separate samples. */
 	assert_int_equal(opal_profile_add_sample(p, pid, 6, "t", stack, 2, ts, cpus, 1), 0);
 	assert_int_equal(opal_profile_add_sample(p, pid, 5, "t", stack, 1, ts, cpus, 1), 0);
-	assert_int_equal(opal_profile_n_samples(p), 3);
+	assert_int_equal(opal_profile_n_samples(p), 4);
 	assert_int_equal(opal_profile_sample_count(p), 5);
 
 	struct opal_profile_sample_info si;
@@ -154,17 +167,22 @@ static void test_sample_merge(void **state)
 	assert_string_equal(si.thread_name, "t");
 	assert_int_equal(si.n_locations, 2);
 	assert_int_equal(si.location_ids[0], l1);
-	assert_int_equal(si.n_times, 3);
-	assert_int_equal(si.timestamps_unix_ns[2], 200);
+	assert_int_equal(si.n_times, 2);
+	assert_int_equal(si.timestamps_unix_ns[1], 100);
 	assert_int_equal(si.cpus[1], 1);
-	assert_int_equal(opal_profile_get_sample(p, 3, &si), -ENOENT);
+	assert_int_equal(opal_profile_get_sample(p, 1, &si), 0);
+	assert_int_equal(si.tid, 5);
+	assert_string_equal(si.thread_name, "t2");
+	assert_int_equal(si.n_times, 1);
+	assert_int_equal(si.timestamps_unix_ns[0], 200);
+	assert_int_equal(opal_profile_get_sample(p, 4, &si), -ENOENT);
 
 	/* Bad input is refused and changes nothing. */
 	uint32_t bad[1] = { 99 };
 	assert_int_equal(opal_profile_add_sample(p, pid, 5, "t", bad, 1, ts, cpus, 1), -EINVAL);
 	assert_int_equal(opal_profile_add_sample(p, 7, 5, "t", stack, 2, ts, cpus, 1), -EINVAL);
 	assert_int_equal(opal_profile_add_sample(p, pid, 5, "t", stack, 2, ts, cpus, 0), -EINVAL);
-	assert_int_equal(opal_profile_n_samples(p), 3);
+	assert_int_equal(opal_profile_n_samples(p), 4);
 	assert_int_equal(opal_profile_sample_count(p), 5);
 
 	/* Without set_time the range comes from the timestamps. */
@@ -177,6 +195,68 @@ static void test_sample_merge(void **state)
 	opal_profile_time(p, &start, &end);
 	assert_int_equal(start, 500);
 	assert_int_equal(end, 2000);
+	opal_profile_free(p);
+}
+
+/* One add for every kind: CPU and off-CPU samples of one stack, and
+ * samples under different thread contexts, stay apart; each reads back
+ * with its kind, values and context. */
+static void test_sample_kinds_and_contexts(void **state)
+{
+	struct opal_profile *p = opal_profile_new(50000000);
+	struct opal_profile_process proc = { .pid = 1, .executable_path = "/a" };
+	uint32_t pid = opal_profile_process(p, &proc);
+	uint32_t stack[1] = { opal_profile_location(p, 0, 0x10, OPAL_FRAME_NATIVE, NULL, 0) };
+	uint64_t ts[2] = { 100, 200 }, ns[2] = { 7000, 9000 };
+	uint32_t cpus[2] = { 0, 1 };
+	struct opal_profile_attr attr = { .key = "k", .value = "v" };
+	struct opal_profile_trace_ctx a = { .has_link = true, .trace_id = { 1 }, .span_id = { 2 },
+					    .trace_flags = 1, .attrs = &attr, .n_attrs = 1 };
+	struct opal_profile_trace_ctx b = a;
+	struct opal_profile_sample_info si;
+
+	b.span_id[0] = 3;
+	assert_int_equal(opal_profile_add_sample(p, pid, 5, "t", stack, 1, ts, cpus, 1), 0);
+	assert_int_equal(opal_profile_add_sample_ctx(p, pid, 5, "t", stack, 1, ts, cpus, 1, &a), 0);
+	assert_int_equal(opal_profile_add_sample_ctx(p, pid, 5, "t", stack, 1, ts, cpus, 1, &b), 0);
+	assert_int_equal(opal_profile_add_off_cpu(p, pid, 5, "t", stack, 1, ts, cpus, ns, 1, NULL),
+			 0);
+	assert_int_equal(opal_profile_add_off_cpu(p, pid, 5, "t", stack, 1, ts, cpus, ns, 1, &a),
+			 0);
+	/* the same kind and context again: merged */
+	assert_int_equal(opal_profile_add_off_cpu(p, pid, 5, "t", stack, 1, ts + 1, cpus + 1,
+						  ns + 1, 1, &a), 0);
+	assert_int_equal(opal_profile_add_sample_ctx(p, pid, 5, "t", stack, 1, ts + 1, cpus + 1, 1,
+						     &a), 0);
+	assert_int_equal(opal_profile_add_off_cpu(p, pid, 5, "t", stack, 1, ts, cpus, NULL, 1, &a),
+			 -EINVAL);
+	assert_int_equal(opal_profile_n_samples(p), 5);
+	assert_int_equal(opal_profile_n_samples_of(p, true), 2);
+	assert_int_equal(opal_profile_sample_count(p), 7);
+
+	assert_int_equal(opal_profile_get_sample(p, 0, &si), 0);
+	assert_false(si.off_cpu);
+	assert_null(si.off_cpu_ns);
+	assert_null(si.ctx);
+	assert_int_equal(opal_profile_get_sample(p, 1, &si), 0);
+	assert_false(si.off_cpu);
+	assert_int_equal(si.n_times, 2);
+	assert_non_null(si.ctx);
+	assert_int_equal(si.ctx->span_id[0], 2);
+	assert_int_equal(opal_profile_get_sample(p, 2, &si), 0);
+	assert_int_equal(si.ctx->span_id[0], 3);
+	assert_int_equal(opal_profile_get_sample(p, 3, &si), 0);
+	assert_true(si.off_cpu);
+	assert_null(si.ctx);
+	assert_int_equal(si.off_cpu_ns[0], 7000);
+	assert_int_equal(opal_profile_get_sample(p, 4, &si), 0);
+	assert_true(si.off_cpu);
+	assert_int_equal(si.n_times, 2);
+	assert_int_equal(si.off_cpu_ns[1], 9000);
+	assert_non_null(si.ctx);
+	assert_int_equal(si.ctx->n_attrs, 1);
+	assert_string_equal(si.ctx->attrs[0].key, "k");
+	assert_string_equal(si.ctx->attrs[0].value, "v");
 	opal_profile_free(p);
 }
 
@@ -217,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_location_dedup),
 		cmocka_unit_test(test_process_dedup),
 		cmocka_unit_test(test_sample_merge),
+		cmocka_unit_test(test_sample_kinds_and_contexts),
 		cmocka_unit_test(test_intern_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

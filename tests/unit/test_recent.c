@@ -1,4 +1,4 @@
-/* Unit tests of symbolizer/recent.c (recent profiles for GET /flamegraph)
+/* Unit tests of symbolizer/profile/recent.c (recent profiles for GET /flamegraph)
  * and of the interval encodings of symbolizer/output.c they are made from:
  * names carry the time range; the folder stays within its count, byte and
  * age bounds (oldest deleted first), also when the limits shrink; a
@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "symbolizer/output.h"
-#include "symbolizer/profile.h"
-#include "symbolizer/recent.h"
+#include "symbolizer/profile/profile.h"
+#include "symbolizer/profile/recent.h"
 
 #define S 1000000000ull
 #define T0 (1700000000ull * S)
@@ -68,8 +68,8 @@ static void add(struct opal_recent *r, unsigned i, size_t bytes, uint64_t now)
 	static uint8_t buf[4096];
 
 	memset(buf, (int)i, sizeof(buf));
-	assert_int_equal(opal_recent_add(r, buf, bytes, T0 + i * 5 * S, T0 + (i + 1) * 5 * S,
-					 0xabcdefull, i, now), 0);
+	assert_int_equal(opal_recent_add(r, buf, bytes, NULL, T0 + i * 5 * S,
+					 T0 + (i + 1) * 5 * S, 0xabcdefull, i, now), 0);
 }
 
 static void test_bounds(void **state)
@@ -222,8 +222,37 @@ static void test_output_encodes_once(void **state)
 	fclose(f);
 	assert_memory_equal(buf, enc.pprof_gz, enc.pprof_len);
 	free(buf);
+
+	/* the recent copy is the interval file linked, not written again, and
+	 * outlives the interval file's rotation */
+	assert_string_equal(enc.pprof_path, path);
+	char rdir[128];
+	struct opal_recent *r;
+	struct opal_recent_limits l = { .max_files = 4, .max_bytes = 1 << 20, .max_age_s = 3600 };
+	snprintf(rdir, sizeof(rdir), "%s/recent-linked", dir);
+	assert_int_equal(opal_recent_open(rdir, &l, &r), 0);
+	assert_int_equal(opal_recent_add(r, enc.pprof_gz, enc.pprof_len, enc.pprof_path,
+					 T0 + 15 * S, T0 + 20 * S, 1, 3, T0 + 20 * S), 0);
+	struct stat a, b;
+	struct opal_recent_entry *e;
+	size_t n;
+	assert_int_equal(opal_recent_list(r, 0, 0, 10, &e, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(e[0].bytes, enc.pprof_len);
+	char rpath[512];
+	snprintf(rpath, sizeof(rpath), "%s/%s", rdir, e[0].name);
+	free(e);
+	assert_int_equal(stat(path, &a), 0);
+	assert_int_equal(stat(rpath, &b), 0);
+	assert_true(a.st_ino == b.st_ino && a.st_nlink == 2);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(stat(rpath, &b), 0);
+	assert_int_equal((size_t)b.st_size, enc.pprof_len);
+	assert_int_equal(link(rpath, path), 0);   /* back, for the checks below */
+	opal_recent_close(r);
 	opal_output_interval_free(&enc);
 	assert_null(enc.pprof_gz);
+	assert_null(enc.pprof_path);
 
 	/* no interval files: encodings only, OTLP only when wanted */
 	o.write_intervals = false;

@@ -34,11 +34,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "symbolizer/privdrop.h"
-#include "symbolizer/sandbox.h"
-#include "symbolizer/sandbox_landlock.h"
-#include "symbolizer/sandbox_seccomp.h"
-#include "symbolizer/sym_dwfl.h"
+#include "symbolizer/sandbox/privdrop.h"
+#include "symbolizer/sandbox/sandbox.h"
+#include "symbolizer/sandbox/sandbox_landlock.h"
+#include "symbolizer/sandbox/sandbox_seccomp.h"
+#include "symbolizer/symbolize/sym_dwfl.h"
 
 #define CHILD_TIMEOUT_S 30
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "symbolizer/sym_config.h"
+#include "symbolizer/symbolize/sym_index.h"
 
 static const char *const otel_vars[] = {
 	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT",
@@ -77,15 +78,19 @@ static const struct opal_opt *opt(const char *name)
 static void test_table(void **state)
 {
 	static const char *const names[] = {
-		"socket", "state-dir", "out-dir", "keep-intervals", "whole-run", "user", "allow-uid",
-		"max-open-files", "max-debug-memory", "verbose", "http-listen", "token-file", "tls-cert", "tls-key",
+		"socket", "state-dir", "out-dir", "keep-intervals", "whole-run", "user", "output-group",
+		"allow-uid", "max-open-files", "max-debug-memory", "max-decompress",
+		"max-index-memory", "verbose", "http-listen",
+		"token-file", "tls-cert", "tls-key",
 		"max-upload-bytes", "upload-expiry", "upstream", "upstream-token-file",
 		"upstream-cacert", "upload-debuginfo", "export", "otlp-endpoint", "otlp-headers",
 		"otlp-timeout", "otlp-compression", "otlp-queue-bytes", "resource-attributes",
 		"service-name", "flamegraph-keep", "flamegraph-max-bytes", "flamegraph-max-age",
+		"otlp-receive", "otlp-forward",
 	};
 	static const char *const reloadable[] = {
-		"keep-intervals", "max-debug-memory", "verbose", "export", "otlp-endpoint", "otlp-headers",
+		"keep-intervals", "max-debug-memory", "max-decompress", "max-index-memory", "verbose",
+		"export", "otlp-endpoint", "otlp-headers",
 		"otlp-timeout", "otlp-compression", "otlp-queue-bytes", "resource-attributes",
 		"service-name", "flamegraph-keep", "flamegraph-max-bytes", "flamegraph-max-age",
 	};
@@ -129,6 +134,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c.o.keep_intervals, 100);
 	assert_int_equal(c.o.max_open_files, 512);
 	assert_int_equal(c.o.max_debug_memory, 1ull << 30);
+	assert_int_equal(c.o.max_index_memory, OPAL_SYM_INDEX_DEFAULT_BUDGET);
 	assert_string_equal(c.o.http_listen, "127.0.0.1:7412");
 	assert_false(c.http_required);
 	assert_int_equal(c.o.max_upload_bytes, 1u << 30);
@@ -254,6 +260,33 @@ static void expect_error(const char *needle, int argc, ...)
 	assert_null(c.o.socket);   /* nothing left allocated */
 }
 
+/* --otlp-receive forwards to --otlp-forward as given, else to the
+ * profiles endpoint; with neither it refuses to start. */
+static void test_otlp_receive(void **state)
+{
+	struct opal_sym_config c;
+	char why[512];
+
+	(void)state;
+	clear_env();
+	assert_int_equal(load(&c, why, 2, "--whole-run"), 0);
+	assert_null(c.forward_url);   /* off: nothing derived */
+	opal_sym_config_free(&c);
+	assert_int_equal(load(&c, why, 2, "--otlp-receive"), -EINVAL);
+	assert_non_null(strstr(why, "nowhere to forward to"));
+	assert_int_equal(load(&c, why, 4, "--otlp-receive", "--otlp-forward", "ftp://x"), -EINVAL);
+	assert_non_null(strstr(why, "otlp-forward"));
+	assert_int_equal(load(&c, why, 4, "--otlp-receive", "--otlp-forward",
+			      "http://backend:4318/v1development/profiles"), 0);
+	assert_string_equal(c.forward_url, "http://backend:4318/v1development/profiles");
+	opal_sym_config_free(&c);
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/", 1);
+	assert_int_equal(load(&c, why, 4, "--otlp-receive", "--export", "pprof"), 0);
+	assert_string_equal(c.forward_url, "http://collector:4318/v1development/profiles");
+	opal_sym_config_free(&c);
+	clear_env();
+}
+
 static void test_errors(void **state)
 {
 	(void)state;
@@ -331,16 +364,25 @@ static void test_reload(void **state)
 	assert_int_equal(c.n_res_attrs, 1);
 
 	/* only exporter-unrelated options: the exporters stay */
-	write_conf("{\"export\": [\"pprof\", \"otlp\"], \"otlp-endpoint\": \"http://h:4318\", "
-		   "\"resource-attributes\": \"a=b\", \"max-open-files\": 5, "
-		   "\"flamegraph-keep\": 4, \"otlp-headers\": \"k=v\", \"verbose\": true, "
-		   "\"max-debug-memory\": \"64m\"}");
+#define UNRELATED "{\"export\": [\"pprof\", \"otlp\"], \"otlp-endpoint\": \"http://h:4318\", " \
+		  "\"resource-attributes\": \"a=b\", \"max-open-files\": 5, " \
+		  "\"flamegraph-keep\": 4, \"otlp-headers\": \"k=v\", \"verbose\": true, " \
+		  "\"max-debug-memory\": \"64m\""
+	write_conf(UNRELATED "}");
 	assert_int_equal(opal_sym_config_reload(5, argv, &c, &plan), 0);
 	assert_int_equal(plan.n_applied, 3);
 	assert_true(opal_config_plan_applied(&plan, "max-debug-memory"));
 	assert_false(opal_sym_config_exporters_changed(&plan));
 	assert_true(c.o.verbose);
 	assert_int_equal(c.o.max_debug_memory, 64ull << 20);
+
+	/* the DWARF index budget alone */
+	write_conf(UNRELATED ", \"max-index-memory\": \"32m\"}");
+#undef UNRELATED
+	assert_int_equal(opal_sym_config_reload(5, argv, &c, &plan), 0);
+	assert_int_equal(plan.n_applied, 1);
+	assert_true(opal_config_plan_applied(&plan, "max-index-memory"));
+	assert_int_equal(c.o.max_index_memory, 32ull << 20);
 	opal_sym_config_free(&c);
 	unlink(conf_path);
 }
@@ -352,6 +394,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_flags_and_env),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_otlp_receive),
 		cmocka_unit_test(test_reload),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

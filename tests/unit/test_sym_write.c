@@ -1,5 +1,5 @@
 /* Tests of the warm path and the write path of the symbolizer: shared
- * result views of the in-memory cache (symbolizer/sym_memcache.h) and
+ * result views of the in-memory cache (symbolizer/symbolize/sym_memcache.h) and
  * their CLOCK eviction, batched SQLite writes (opal_cache_put_frames_batch
  * and the symbolizer's write queue, opal_symbolizer_flush), the session
  * memory bound (opal_symbolizer_set_max_debug_memory), the sampled
@@ -24,15 +24,15 @@
 #include <jansson.h>
 
 #include "elf_symbol.h"
-#include "tmp_db.h"
 #include "fake_http.h"
-#include "symbolizer/cache.h"
-#include "symbolizer/http_client.h"
-#include "symbolizer/metrics.h"
-#include "symbolizer/sym_memcache.h"
-#include "symbolizer/sym_result.h"
-#include "symbolizer/symbolize.h"
-#include "symbolizer/upstream.h"
+#include "symbolizer/base/metrics.h"
+#include "symbolizer/base/sym_result.h"
+#include "symbolizer/http/http_client.h"
+#include "symbolizer/http/upstream.h"
+#include "symbolizer/symbolize/sym_memcache.h"
+#include "symbolizer/symbolize/sym_sqlite.h"
+#include "symbolizer/symbolize/symbolize.h"
+#include "tmp_db.h"
 
 static char fixdir[PATH_MAX];
 
@@ -108,6 +108,39 @@ static void assert_tagged(const struct opal_sym_result *r, unsigned tag)
 	assert_false(r->frames[1].inlined);
 }
 
+/* Deep copy of `src` into `dst` (overwritten, not freed), owning its
+ * memory (dst->shared NULL) whether `src` is a shared view or not, with
+ * strdup rather than the cache's packing. Returns 0 or -ENOMEM. */
+static int copy_result(struct opal_sym_result *dst, const struct opal_sym_result *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (src->module) {
+		dst->module = strdup(src->module);
+		if (!dst->module)
+			return -ENOMEM;
+	}
+	if (src->n == 0)
+		return 0;
+	dst->frames = calloc(src->n, sizeof(*dst->frames));
+	if (!dst->frames)
+		goto nomem;
+	for (size_t i = 0; i < src->n; i++) {
+		const struct opal_sym_frame *f = &src->frames[i];
+		struct opal_sym_frame *g = &dst->frames[i];
+		dst->n = i + 1;
+		g->line = f->line;
+		g->inlined = f->inlined;
+		if (f->function && !(g->function = strdup(f->function)))
+			goto nomem;
+		if (f->file && !(g->file = strdup(f->file)))
+			goto nomem;
+	}
+	return 0;
+nomem:
+	opal_sym_result_free(dst);
+	return -ENOMEM;
+}
+
 /* A view stays readable after its entry is evicted or replaced, until
  * released; unresolved entries hand out empty results without a block. */
 static void test_views_outlive_entries(void **state)
@@ -126,9 +159,9 @@ static void test_views_outlive_entries(void **state)
 	assert_ptr_equal(v2.shared, v1.shared);   /* no copy */
 
 	owned_result(&in, 8);
-	assert_int_equal(opal_sym_memcache_put(mc, &a, 1, &in), 0);   /* replaces */
-	assert_int_equal(opal_sym_memcache_put(mc, &a, 2, &empty), 0);
-	assert_int_equal(opal_sym_memcache_put(mc, &a, 3, &empty), 0);   /* evicts a/1 */
+	assert_int_equal(opal_sym_memcache_put_view(mc, &a, 1, &in, NULL), 0);   /* replaces */
+	assert_int_equal(opal_sym_memcache_put_view(mc, &a, 2, &empty, NULL), 0);
+	assert_int_equal(opal_sym_memcache_put_view(mc, &a, 3, &empty, NULL), 0);   /* evicts a/1 */
 	assert_int_equal(opal_sym_memcache_get(mc, &a, 1, &v3), 0);
 	assert_tagged(&v1, 7);
 	assert_tagged(&v2, 7);
@@ -155,7 +188,7 @@ static void test_views_outlive_entries(void **state)
 	mc = opal_sym_memcache_new(0, 0);
 	owned_result(&in, 9);
 	assert_int_equal(opal_sym_memcache_put_view(mc, &a, 6, &in, &v1), 0);
-	assert_int_equal(opal_sym_result_copy(&v2, &v1), 0);
+	assert_int_equal(copy_result(&v2, &v1), 0);
 	assert_null(v2.shared);
 	opal_sym_result_free(&v1);
 	opal_sym_memcache_free(mc);
@@ -171,13 +204,13 @@ static void test_clock_order(void **state)
 	opal_file_id a = make_id(2);
 	struct opal_sym_result empty = { 0 }, out;
 	for (uint64_t k = 1; k <= 3; k++)
-		assert_int_equal(opal_sym_memcache_put(mc, &a, k, &empty), 0);
+		assert_int_equal(opal_sym_memcache_put_view(mc, &a, k, &empty, NULL), 0);
 	assert_int_equal(opal_sym_memcache_get(mc, &a, 1, &out), 1);
-	assert_int_equal(opal_sym_memcache_put(mc, &a, 4, &empty), 0);   /* 2 goes, 1 stays */
+	assert_int_equal(opal_sym_memcache_put_view(mc, &a, 4, &empty, NULL), 0);   /* 2 goes, 1 stays */
 	assert_int_equal(opal_sym_memcache_get(mc, &a, 2, &out), 0);
-	assert_int_equal(opal_sym_memcache_put(mc, &a, 5, &empty), 0);   /* 3 goes */
+	assert_int_equal(opal_sym_memcache_put_view(mc, &a, 5, &empty, NULL), 0);   /* 3 goes */
 	assert_int_equal(opal_sym_memcache_get(mc, &a, 3, &out), 0);
-	assert_int_equal(opal_sym_memcache_put(mc, &a, 6, &empty), 0);   /* now 1 goes */
+	assert_int_equal(opal_sym_memcache_put_view(mc, &a, 6, &empty, NULL), 0);   /* now 1 goes */
 	assert_int_equal(opal_sym_memcache_get(mc, &a, 1, &out), 0);
 	for (uint64_t k = 4; k <= 6; k++)
 		assert_int_equal(opal_sym_memcache_get(mc, &a, k, &out), 1);
@@ -194,7 +227,8 @@ static void test_table_churn(void **state)
 	opal_file_id a = make_id(3), b = make_id(4);
 	struct opal_sym_result empty = { 0 }, out;
 	for (uint64_t k = 0; k < N; k++)
-		assert_int_equal(opal_sym_memcache_put(mc, k % 2 ? &b : &a, k * 0x10, &empty), 0);
+		assert_int_equal(opal_sym_memcache_put_view(mc, k % 2 ? &b : &a, k * 0x10, &empty,
+							    NULL), 0);
 	assert_int_equal(opal_sym_memcache_count(mc), MAX);
 	for (uint64_t k = 0; k < N; k++)   /* no hits: first in, first out */
 		assert_int_equal(opal_sym_memcache_get(mc, k % 2 ? &b : &a, k * 0x10, &out),
@@ -488,9 +522,13 @@ static void test_latency_histogram(void **state)
 		assert_int_equal(opal_symbolize_native(s, &id, leaf, false, &r), 0);
 		opal_sym_result_free(&r);
 	}
+	struct opal_symbolizer_stats st;
 	char *text;
 	size_t len;
-	assert_int_equal(opal_metrics_render(s, &text, &len), 0);
+	opal_symbolizer_stats(s, &st);
+	struct opal_process_stats ps = { .seccomp_denials = 3 };
+	assert_int_equal(opal_metrics_render(&st, &ps, &text, &len), 0);
+	assert_true(metric(text, "opal_seccomp_denials_total") == 3);
 	double count = metric(text, "opal_symbolize_duration_seconds_count");
 	double sum = metric(text, "opal_symbolize_duration_seconds_sum");
 	double inf = metric(text, "opal_symbolize_duration_seconds_bucket{le=\"+Inf\"}");

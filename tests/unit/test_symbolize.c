@@ -1,4 +1,4 @@
-/* Tests of native and kernel symbolization (symbolizer/symbolize.h) on the
+/* Tests of native and kernel symbolization (symbolizer/symbolize/symbolize.h) on the
  * fixtures of tests/fixtures/symbolize (built into
  * $OPAL_FIXTURES/symbolize, default build/fixtures/symbolize: run
  * `make fixtures` first). Expected lines come from the "LINE:" marker
@@ -21,11 +21,12 @@
 #include <cmocka.h>
 
 #include "elf_symbol.h"
+#include "symbolizer/base/sym_result.h"
+#include "symbolizer/symbolize/demangle.h"
+#include "symbolizer/symbolize/sym_dwfl.h"
+#include "symbolizer/symbolize/sym_sqlite.h"
+#include "symbolizer/symbolize/symbolize.h"
 #include "tmp_db.h"
-#include "symbolizer/cache.h"
-#include "symbolizer/demangle.h"
-#include "symbolizer/sym_result.h"
-#include "symbolizer/symbolize.h"
 
 static char fixdir[PATH_MAX];
 
@@ -224,6 +225,120 @@ static void test_cxx(void **state)
 	assert_int_equal(r.n, 1);
 	assert_frame(&r.frames[0], "_start", NULL, 0, false);
 	opal_sym_result_free(&r);
+	opal_symbolizer_free(s);
+}
+
+/* -ffunction-sections -Wl,--gc-sections: the tombstoned DWARF of the
+ * discarded opal_gc_unused claims [0, its size), which holds _start and
+ * opal_gc_used; neither the index nor the per-address path may name them
+ * after it. */
+static void check_gc_fixture(const char *name, bool lines)
+{
+	opal_file_id id = make_id(31);
+	struct opal_symbolizer *s = new_with(NULL, 4, name, id);
+	struct opal_sym_result r;
+	uint64_t start = sym_addr(name, "_start") + 4, used = sym_addr(name, "opal_mark_gc_used");
+
+	assert_int_equal(opal_symbolize_native(s, &id, start, false, &r), 0);
+	assert_int_equal(r.n, 1);
+	assert_frame(&r.frames[0], "_start", NULL, 0, false);
+	opal_sym_result_free(&r);
+	assert_int_equal(opal_symbolize_native(s, &id, used, false, &r), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.frames[0].function, "opal_gc_used");
+	if (lines)
+		assert_frame(&r.frames[0], "opal_gc_used", "gc.c", marker_line("gc.c", "gc_used_body"),
+			     false);
+	opal_sym_result_free(&r);
+	opal_symbolizer_free(s);
+
+	struct opal_dwfl_file *f;
+	int fd = open_fixture(name);
+	assert_int_equal(opal_dwfl_open(fd, name, &f), 0);
+	close(fd);
+	assert_int_equal(opal_dwfl_lookup_scopes(f, start, &r), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.frames[0].function, "_start");
+	opal_sym_result_free(&r);
+	assert_int_equal(opal_dwfl_lookup_scopes(f, used, &r), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.frames[0].function, "opal_gc_used");
+	opal_sym_result_free(&r);
+	opal_dwfl_close(f);
+}
+
+static void test_gc_sections(void **state)
+{
+	check_gc_fixture("gc_gnu", true);
+	check_gc_fixture("gc_gnu4", true);
+	check_gc_fixture("gc_lld", true);
+}
+
+/* The function a chain ends in is named as c++filt names the ELF symbol
+ * holding the address, parameters and clone suffix included, also where
+ * DWARF has no linkage name or names a clone's origin: every C++ function
+ * symbol of cxx_names is checked at its first byte and its middle. */
+static void test_cxx_names(void **state)
+{
+	opal_file_id id = make_id(32);
+	struct opal_symbolizer *s = new_with(NULL, 4, "cxx_names", id);
+	char p[PATH_MAX + 64], cmd[PATH_MAX + 128], line[1024], want[1024];
+	fixture_path(p, sizeof(p), "cxx_names");
+	snprintf(cmd, sizeof(cmd), "nm -S --defined-only '%s'", p);
+	FILE *nm = popen(cmd, "r");
+	assert_non_null(nm);
+	int checked = 0, clones = 0;
+	while (fgets(line, sizeof(line), nm)) {
+		unsigned long long value, size;
+		char type, name[512];
+		if (sscanf(line, "%llx %llx %c %511s", &value, &size, &type, name) != 4 ||
+		    (type != 't' && type != 'T') || strncmp(name, "_Z", 2) != 0)
+			continue;
+		snprintf(cmd, sizeof(cmd), "c++filt '%s'", name);
+		FILE *f = popen(cmd, "r");
+		assert_non_null(f);
+		assert_non_null(fgets(want, sizeof(want), f));
+		assert_int_equal(pclose(f), 0);
+		want[strcspn(want, "\n")] = '\0';
+		clones += strstr(want, "[clone ") != NULL;
+		uint64_t at[2] = { value, value + size / 2 };
+		for (int k = 0; k < 2; k++) {
+			struct opal_sym_result r;
+			assert_int_equal(opal_symbolize_native(s, &id, at[k], false, &r), 0);
+			if (r.n == 0 || !r.frames[r.n - 1].function ||
+			    strcmp(r.frames[r.n - 1].function, want) != 0)
+				fail_msg("%s+%#llx: \"%s\", c++filt says \"%s\"", name,
+					 (unsigned long long)(at[k] - value),
+					 r.n ? r.frames[r.n - 1].function : "(nothing)", want);
+			assert_false(r.frames[r.n - 1].inlined);
+			opal_sym_result_free(&r);
+		}
+		checked++;
+	}
+	assert_int_equal(pclose(nm), 0);
+	assert_true(checked >= 6);
+	assert_true(clones >= 3);
+
+	/* The lambda inlined into use_inlined has neither symbol nor linkage
+	 * name: its DWARF name, the closure type unnamed. */
+	int fd = open_fixture("cxx_names");
+	uint64_t size, fn = test_elf_symbol(fd, "cxx_names", "_ZN12_GLOBAL__N_111use_inlinedEi",
+					    &size);
+	close(fd);
+	bool seen = false;
+	for (uint64_t a = fn; a < fn + size && !seen; a++) {
+		struct opal_sym_result r;
+		assert_int_equal(opal_symbolize_native(s, &id, a, false, &r), 0);
+		if (r.n == 2) {
+			assert_string_equal(r.frames[0].function, "{unnamed type}::operator()");
+			assert_true(r.frames[0].inlined);
+			assert_string_equal(r.frames[1].function,
+					    "(anonymous namespace)::use_inlined(int)");
+			seen = true;
+		}
+		opal_sym_result_free(&r);
+	}
+	assert_true(seen);
 	opal_symbolizer_free(s);
 }
 
@@ -568,7 +683,9 @@ static void test_file_registry_bound(void **state)
 		rl.rlim_cur = rl.rlim_max < 4200 ? rl.rlim_max : 4200;
 		setrlimit(RLIMIT_NOFILE, &rl);
 		if (rl.rlim_cur < 4200)
-			skip();
+			fail_msg("RLIMIT_NOFILE hard limit %llu is below the 4200 descriptors this "
+				 "test opens: raise it (ulimit -Hn, or run as root)",
+				 (unsigned long long)rl.rlim_max);
 	}
 	struct opal_symbolizer *s = opal_symbolizer_new(NULL, 1);
 	assert_non_null(s);
@@ -720,6 +837,9 @@ static void test_demangle(void **state)
 		{ "_ZNK2ns3BoxIiE3getEv", "ns::Box<int>::get() const" },
 		{ "_ZN2ns3runEi", "ns::run(int)" },
 		{ "_Z3foov.cold", "foo() [clone .cold]" },
+		{ "_ZL5cpropii.constprop.0.isra.0", "cprop(int, int) [clone .constprop.0] [clone .isra.0]" },
+		/* as c++filt: std::string spelled out */
+		{ "_Z1fSs", "f(std::basic_string<char, std::char_traits<char>, std::allocator<char> >)" },
 		{ "_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write" },      /* Rust legacy */
 		{ "_RNvCskwGfYPst2Cb_3foo16example_function", "foo::example_function" }, /* Rust v0 */
 		{ "main", "main" },
@@ -839,32 +959,39 @@ static void test_kallsyms(void **state)
 	opal_symbolizer_free(s);
 }
 
-/* The live table, when this process may read it (root): a function's
- * own address and a byte inside it resolve to it. */
+/* The live table. When the kernel shows this process its addresses
+ * (CAP_SYSLOG, as the collector has): a function's own address and a
+ * byte inside it resolve to it. When it shows zeros (an unprivileged
+ * process), the table is refused with -EPERM rather than loaded as
+ * zeros. Which case holds is read from the file here, not from the code
+ * under test. */
 static void test_kallsyms_live(void **state)
 {
+	FILE *f = fopen("/proc/kallsyms", "r");
+	if (!f)
+		fail_msg("/proc/kallsyms: %s (procfs not mounted?)", strerror(errno));
+	char line[600], name[512], type;
+	unsigned long long addr, want = 0;
+	bool shown = false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx %c %511s", &addr, &type, name) == 3) {
+			shown |= addr != 0;
+			if (strcmp(name, "vfs_read") == 0)
+				want = addr;
+		}
+	fclose(f);
 	int fd = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		skip();
+	assert_true(fd >= 0);
 	struct opal_symbolizer *s = opal_symbolizer_new(NULL, 1);
 	assert_non_null(s);
 	int n = opal_symbolizer_set_kallsyms(s, fd);
-	if (n == -EPERM) {
+	if (!shown) {
+		assert_int_equal(n, -EPERM);
+		expect_ksym(s, 0xffffffff81000000ull, false, NULL, NULL);
 		opal_symbolizer_free(s);
-		skip();
+		return;
 	}
 	assert_true(n > 1000);
-	FILE *f = fopen("/proc/kallsyms", "r");
-	assert_non_null(f);
-	char line[600], name[512], type;
-	unsigned long long addr, want = 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%llx %c %511s", &addr, &type, name) == 3 &&
-		    strcmp(name, "vfs_read") == 0) {
-			want = addr;
-			break;
-		}
-	fclose(f);
 	assert_true(want != 0);
 	expect_ksym(s, want, false, "vfs_read", "");
 	expect_ksym(s, want + 1, true, "vfs_read", "");
@@ -879,6 +1006,8 @@ int main(void)
 		cmocka_unit_test(test_inline_clang),
 		cmocka_unit_test(test_return_address),
 		cmocka_unit_test(test_cxx),
+		cmocka_unit_test(test_gc_sections),
+		cmocka_unit_test(test_cxx_names),
 		cmocka_unit_test(test_symtab_only),
 		cmocka_unit_test(test_dynsym_only),
 		cmocka_unit_test(test_shared_lib_dwarf),

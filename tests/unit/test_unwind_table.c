@@ -1,4 +1,4 @@
-/* Unit tests of the unwind table extraction (collector/unwind_table.c and
+/* Unit tests of the unwind table extraction (collector/unwind/table/unwind_table.c and
  * friends). The expected rules come from binutils, never from libdw:
  * `readelf --debug-dump=frames-interp` gives every CFI row (CFA, RA, RBP,
  * RBX, RSP columns), `readelf --debug-dump=frames` the DWARF expressions
@@ -27,8 +27,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "collector/unwind_prog.h"
-#include "collector/unwind_table.h"
+#include "collector/unwind/table/unwind_prog.h"
+#include "collector/unwind/table/unwind_table.h"
+#include "unwind_format.h"
 
 #define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
 #define LDSO "/lib64/ld-linux-x86-64.so.2"
@@ -697,8 +698,8 @@ static void check_addr(const struct opal_unwind_table *t, uint64_t a,
 	if (c->mismatches++ < 20) {
 		char g[160], w[160];
 		print_message("%" PRIx64 " (%s): got %s, want %s\n", a, what,
-			      opal_unwind_body_format(got, g, sizeof(g)),
-			      opal_unwind_body_format(want, w, sizeof(w)));
+			      test_unwind_body_format(got, g, sizeof(g)),
+			      test_unwind_body_format(want, w, sizeof(w)));
 	}
 }
 
@@ -837,7 +838,7 @@ static void assert_cfa(const struct opal_unwind_body *b, int kind, int reg, int 
 	char buf[160];
 	if (OPAL_UNWIND_KIND(b->cfa) != kind || OPAL_UNWIND_REG(b->cfa) != reg || b->cfa_off != off)
 		fail_msg("got %s, want CFA kind %d reg %d off %d",
-			 opal_unwind_body_format(b, buf, sizeof(buf)), kind, reg, off);
+			 test_unwind_body_format(b, buf, sizeof(buf)), kind, reg, off);
 }
 
 static void assert_reg(__u8 packed, __s16 off, int kind, int reg, int want_off)
@@ -1121,7 +1122,8 @@ static void test_vdso_image(void **state)
 			sscanf(line, "%" SCNx64 "-%" SCNx64, &lo, &hi);
 	fclose(maps);
 	if (lo == 0)
-		skip();
+		fail_msg("no [vdso] mapping in /proc/self/maps (a kernel booted with vdso=0?): "
+			 "the collector unwinds vDSO frames from this image");
 	size_t size = (size_t)(hi - lo);
 	uint8_t *img = malloc(size);
 	assert_non_null(img);
@@ -1429,6 +1431,49 @@ static void test_no_cfi_and_not_elf(void **state)
 	assert_int_equal(opal_unwind_table_build_mem("", 0, NULL, &t), -ENOEXEC);
 }
 
+/* The table of fixture `name` with the debug file at `debug` (a path). */
+static int build_with_debug(const char *name, const char *debug, struct opal_unwind_table *t)
+{
+	int dfd = open(debug, O_RDONLY | O_CLOEXEC), fd = open(fixture(name), O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0 && dfd >= 0);
+	int rc = opal_unwind_table_build_debug(fd, dfd, NULL, t);
+	close(fd);
+	close(dfd);
+	return rc;
+}
+
+/* CFI only in the .debug_frame of the separate debug file: frames-nocfi
+ * with frames.debug gives frames-debugonly's table; a debug file whose
+ * executable segment lies elsewhere (another link) is not used. */
+static void test_debug_file_cfi(void **state)
+{
+	(void)state;
+	struct opal_unwind_table ref, t;
+	build_ok(fixture("frames-debugonly"), &ref);
+	assert_int_equal(build_with_debug("frames-nocfi", fixture("frames.debug"), &t), 0);
+	assert_true(t.stats.debug_file);
+	assert_int_equal(t.stats.fdes_debug, ref.stats.fdes_debug);
+	assert_same_table(&ref, &t);
+	opal_unwind_table_free(&t);
+	opal_unwind_table_free(&ref);
+
+	assert_int_equal(build_with_debug("frames-nocfi", fixture("frames-moved.debug"), &t),
+			 -ENODATA);
+	/* a file with a .debug_frame of its own keeps it */
+	build_ok(fixture("frames"), &ref);
+	assert_int_equal(build_with_debug("frames", fixture("frames-moved.debug"), &t), 0);
+	assert_false(t.stats.debug_file);
+	assert_same_table(&ref, &t);
+	opal_unwind_table_free(&t);
+	opal_unwind_table_free(&ref);
+	/* not an ELF file: left aside */
+	build_ok(fixture("frames"), &ref);
+	assert_int_equal(build_with_debug("frames", "/proc/self/status", &t), 0);
+	assert_same_table(&ref, &t);
+	opal_unwind_table_free(&t);
+	opal_unwind_table_free(&ref);
+}
+
 /* Truncated and corrupted images: an error or a well-formed table, never
  * a crash (ASan and the fuzzer in tests/fuzz/ go further). */
 static void test_truncated_and_corrupted(void **state)
@@ -1501,6 +1546,7 @@ int main(void)
 		cmocka_unit_test(test_lookup_edges),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_no_cfi_and_not_elf),
+		cmocka_unit_test(test_debug_file_cfi),
 		cmocka_unit_test(test_truncated_and_corrupted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

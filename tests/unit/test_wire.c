@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "shared/wire.h"
 
 typedef Opal__Wire__V1__Envelope Envelope;
 
@@ -601,6 +601,38 @@ static void test_wrong_version(void **state)
 	pair_close(&p);
 }
 
+/* A frame of 20,000 empty Process messages: 40 KB that protobuf-c would
+ * decode into megabytes. Refused by the decode budget; the stream goes
+ * on. */
+static void test_decode_budget(void **state)
+{
+	(void)state;
+	enum { N = 20000 };
+	static uint8_t payload[2 * N + 16];
+	size_t n = 0;
+	struct pair p;
+
+	payload[n++] = 0x08;   /* version 1 */
+	payload[n++] = 0x01;
+	payload[n++] = 0x22;   /* interval, length-delimited */
+	for (uint32_t v = 2 * N; v; v >>= 7)
+		payload[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+	for (int i = 0; i < N; i++) {
+		payload[n++] = 0x2a;   /* processes: an empty message */
+		payload[n++] = 0x00;
+	}
+	pair_open(&p);
+	raw_frame(p.w, "OPAL", (uint32_t)n, payload, n);
+	send_ack(p.w, 5, 6);
+	Envelope *env;
+	int fd;
+	assert_int_equal(recv_one(&p, &env, &fd), -E2BIG);
+	assert_null(env);
+	assert_int_equal(p.rd.frames_over_budget, 1);
+	expect_ack(&p, 5, 6);
+	pair_close(&p);
+}
+
 static void test_bad_magic(void **state)
 {
 	(void)state;
@@ -624,6 +656,7 @@ static void test_oversize_length(void **state)
 	Envelope *env;
 	int fd;
 	assert_int_equal(recv_one(&p, &env, &fd), -EPROTO);
+	assert_int_equal(p.rd.frames_too_large, 1);
 	pair_close(&p);
 
 	pair_open(&p);
@@ -903,6 +936,7 @@ int main(void)
 		cmocka_unit_test(test_malformed_payload),
 		cmocka_unit_test(test_malformed_payload_with_fd),
 		cmocka_unit_test(test_wrong_version),
+		cmocka_unit_test(test_decode_budget),
 		cmocka_unit_test(test_bad_magic),
 		cmocka_unit_test(test_oversize_length),
 		cmocka_unit_test(test_eof_between_frames),

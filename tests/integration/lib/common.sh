@@ -223,11 +223,13 @@ show_log() {
 # A daemon folder DIR holds the symbolizer's DIR/state and DIR/out and the
 # collector socket DIR/run/opal.sock.
 
-# make_dirs DIR: creates DIR/state, DIR/out and DIR/run for the symbolizer's
-# user nobody.
+# make_dirs DIR: creates DIR/state and DIR/out for the symbolizer's user
+# nobody, and DIR/run root's (as /run/opal: the collector refuses a socket
+# folder another user could write, and trusts only a root listener unless
+# told --symbolizer-user).
 make_dirs() {
 	mkdir -p "$1/state" "$1/out" "$1/run"
-	chown nobody "$1/state" "$1/out" "$1/run"
+	chown nobody "$1/state" "$1/out"
 }
 
 # wait_symbolizer PID LOG [SECONDS]: returns 0 once the symbolizer PID logs
@@ -314,6 +316,45 @@ http_port() {
 	sed -n 's/.*http: listening on 127.0.0.1:0 (port \([0-9]*\).*/\1/p' "$1"
 }
 
+# ---- seccomp denials, counted by the symbolizer ------------------------------------------
+# A check that the sandbox refused nothing reads the symbolizer's count,
+# never the absence of a log line: a run that never got to log would pass.
+
+# check_exit_denials CHECK LOG WANT: PASS CHECK when the symbolizer's exit
+# total in LOG ("seccomp denied N system calls in this run", logged at
+# every clean exit) is WANT; FAIL with the total, or its absence, and the
+# logged denials.
+check_exit_denials() {
+	local n
+	n=$(sed -n 's/.*seccomp denied \([0-9]*\) system calls in this run.*/\1/p' "$2" | tail -n 1)
+	if [ "$n" = "$3" ]; then
+		pass "$1"
+	elif [ -z "$n" ]; then
+		fail "$1" "no exit total of seccomp denials in $2 (did the symbolizer exit cleanly?)"
+	else
+		fail "$1" "$n denied, want $3: $(grep -m 2 'seccomp: denied' "$2" | tr '\n' ' ')"
+	fi
+}
+
+# check_live_denials CHECK BASE_URL LOG [CURL_ARG...]: PASS CHECK when the
+# running symbolizer at BASE_URL counts no seccomp denial
+# (opal_seccomp_denials_total in its /metrics, read with curl and
+# CURL_ARGs, e.g. --cacert for HTTPS); FAIL with the count, or why it could
+# not be read, and the denials LOG shows.
+check_live_denials() {
+	local n check=$1 url=$2 log=$3
+	shift 3
+	n=$(curl -s --max-time 10 "$@" "$url/metrics" |
+		sed -n 's/^opal_seccomp_denials_total \([0-9]*\)$/\1/p')
+	if [ "$n" = 0 ]; then
+		pass "$check"
+	elif [ -z "$n" ]; then
+		fail "$check" "no opal_seccomp_denials_total in $url/metrics"
+	else
+		fail "$check" "$n denied: $(grep -m 2 'seccomp: denied' "$log" | tr '\n' ' ')"
+	fi
+}
+
 # ---- the OTLP test receiver (tests/otlp_receiver) ---------------------------------------
 
 # need_receiver: builds the receiver into $build/tests and sets receiver to
@@ -326,15 +367,15 @@ need_receiver() {
 	fi
 }
 
-# start_otlp_receiver NAME SCRIPT: starts the receiver on a loopback port
-# answering requests as SCRIPT says, logging each request as a JSON line
+# start_otlp_receiver NAME SCRIPT [ARGS...]: starts the receiver on a loopback
+# port answering requests as SCRIPT says, with ARGS (e.g. --save-dir DIR), logging each request as a JSON line
 # into $tmp/NAME.requests.jsonl (its own output: $tmp/NAME.receiver.log);
 # sets rcv_pid, rcv_log and rcv_port. Returns 1 when it names no port
 # within 5 s.
 start_otlp_receiver() {
 	rcv_log=$tmp/$1.requests.jsonl
 	rm -f "$tmp/$1.port"
-	"$receiver" --log "$rcv_log" --script "$2" --port-file "$tmp/$1.port" \
+	"$receiver" --log "$rcv_log" --script "$2" --port-file "$tmp/$1.port" "${@:3}" \
 		>"$tmp/$1.receiver.log" 2>&1 &
 	rcv_pid=$!
 	wait_log "$tmp/$1.port" '.' 5 "$rcv_pid"
