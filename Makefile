@@ -275,6 +275,16 @@ uninstall:
 	fi
 	rmdir $(DESTDIR)$(SYSCONFDIR)/opal 2>/dev/null || true
 
+# ---- Debian package (make deb [DEB_VERSION=...] [DEB_OUT=...]) ----------------
+# opal_VERSION_amd64.deb in DEB_OUT, built by dpkg-buildpackage from debian/
+# in a copy of the tree; VERSION from `git describe` unless given.
+DEB_OUT     ?= $(BUILD)/deb
+DEB_VERSION ?=
+
+.PHONY: deb
+deb:
+	scripts/deb.sh --out $(DEB_OUT) $(if $(DEB_VERSION),--version $(DEB_VERSION))
+
 # ---- benchmarks --------------------------------------------------------------
 # The symbolization benchmark's driver; bench/symbolize/run.sh runs it.
 .PHONY: bench-symbolize
