@@ -294,6 +294,16 @@ $(BUILD)/bench/bench_symbolize: bench/symbolize/bench_symbolize.c $(LIBSYM) $(LI
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(SRC_INC) $< $(LIBSYM) $(LIBSHARED) $(LDLIBS) -o $@
 
+# The symbolizer's steady state: a fake collector replaying one interval
+# (bench/steady/run.sh runs it, as root).
+.PHONY: bench-steady
+bench-steady: all $(BUILD)/bench/bench_replay
+	bench/steady/run.sh --build $(BUILD)
+
+$(BUILD)/bench/bench_replay: bench/steady/replay.c $(LIBSHARED)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(SRC_INC) $< $(LIBSHARED) $(LDLIBS) -o $@
+
 # Unwinding completeness and profiler overhead (docs/performance.md), as
 # root: `make bench-unwind` (about 2-3 minutes), `make bench-overhead` (7-11
 # minutes; BENCH_REPEAT runs of each tool at each frequency, and rounds).
