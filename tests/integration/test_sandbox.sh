@@ -8,10 +8,11 @@
 #   build/opal-collector exists);
 # - it cannot open a root-only file (mode 0600 in a 0700 folder), nor a
 #   world-readable file outside the folders Landlock grants. To observe
-#   that on the daemon itself, gdb (as root) makes the running process call
-#   open(): the kernel applies the process's own credentials, Landlock
-#   domain and seccomp filter, so the answer is the daemon's. A file in its
-#   state folder is opened the same way as a control;
+#   that on the daemon itself, a preloaded probe (tests/fixtures/sandbox)
+#   makes its main thread call open() once it is sandboxed: the kernel
+#   applies the process's own credentials, Landlock domain and seccomp
+#   filter, so the answer is the daemon's. A file in its state folder is
+#   opened the same way as a control;
 # - a system call outside the allow-list fails with EPERM, is logged, and
 #   is the one denial of the exit total;
 # - started by an unprivileged user it applies the same sandbox;
@@ -22,8 +23,10 @@ set -uo pipefail
 need_build "${1:?usage: test_sandbox.sh BUILD_DIR}"
 need_root "the symbolizer drops from root to nobody"
 need_nobody
-need_tools gdb setpriv curl
+need_tools setpriv curl
 need_bins "$symbolizer"
+probe=$build/fixtures/sandbox/probe.so
+need_fixtures "$probe"
 [ "$prereq_ok" -eq 1 ] || finish
 
 make_tmp opal-sandbox
@@ -33,15 +36,15 @@ status_field() {
 	awk -v k="$2:" '$1 == k { $1 = ""; sub(/^ +/, ""); print; exit }' "/proc/$1/status"
 }
 
-# in_process PID C-EXPRESSION...: prints "$N = VALUE" lines of gdb
-# evaluating each expression inside the stopped process (SIGSYS, which a
-# denied call raises inside it, is passed on without stopping).
+# in_process COMMAND...: the probe's "RET ERRNO" answer to each COMMAND
+# ("open PATH", "syscall NR"), run by the symbolizer's main thread (within
+# its 200 ms poll), or "timeout".
 in_process() {
-	local pid=$1 args=() e
-	shift
-	for e in "$@"; do args+=(-ex "print $e"); done
-	timeout 60 gdb -p "$pid" -batch -nx -ex 'handle SIGSYS nostop noprint pass' "${args[@]}" \
-		2>/dev/null | grep -E '^\$[0-9]+ = '
+	local c ans
+	for c in "$@"; do
+		printf '%s\n' "$c" >"$tmp/probe.cmd"
+		read -r -t 10 -u "$probe_res" ans && echo "$ans" || echo timeout
+	done
 }
 
 nobody_uid=$(id -u nobody)
@@ -50,7 +53,10 @@ nobody_gid=$(id -g nobody)
 # ---- as root with --user nobody --------------------------------------------------
 sock=$tmp/run/sym.sock
 mkdir -p "$tmp/run"
-"$symbolizer" --socket "$sock" --state-dir "$tmp/state" --out-dir "$tmp/out" --whole-run \
+mkfifo -m 0600 "$tmp/probe.cmd" "$tmp/probe.res"
+exec {probe_res}<>"$tmp/probe.res"
+LD_PRELOAD=$probe OPAL_PROBE_CMD=$tmp/probe.cmd OPAL_PROBE_RES=$tmp/probe.res \
+	"$symbolizer" --socket "$sock" --state-dir "$tmp/state" --out-dir "$tmp/out" --whole-run \
 	--user nobody --http-listen 127.0.0.1:0 >"$tmp/sym.log" 2>&1 &
 sym=$!
 # Ready once it logs "listening on": the socket is bound before the sandbox
@@ -111,42 +117,32 @@ echo public >"$tmp/public"
 chmod 0644 "$tmp/public"
 echo control >"$tmp/state/control"
 chmod 0644 "$tmp/state/control"
-mapfile -t r < <(in_process "$sym" \
-	'(int)open("'"$tmp"'/state/control", 0)' \
-	'(int)close($1)' \
-	'(int)open("'"$tmp"'/rootonly/secret", 0)' \
-	'*(int *)__errno_location()' \
-	'(int)open("'"$tmp"'/public", 0)' \
-	'*(int *)__errno_location()' \
-	'(int)open("/etc/passwd", 0)' \
-	'*(int *)__errno_location()')
-val() { echo "${r[$1]#*= }"; }
-if [ "${#r[@]}" -ne 8 ]; then
-	fail "gdb evaluates open() inside the daemon" "got: ${r[*]}"
+mapfile -t r < <(in_process "open $tmp/state/control" "open $tmp/rootonly/secret" \
+	"open $tmp/public" "open /etc/passwd")
+if [ "${#r[@]}" -ne 4 ] || [[ " ${r[*]} " == *" timeout "* ]]; then
+	fail "the probe answers inside the daemon" "got: ${r[*]}"
 else
-	[ "$(val 0)" -ge 0 ] && [ "$(val 1)" -eq 0 ] &&
-		pass "control: it opens a file in its state folder (fd $(val 0))" ||
-		fail "control: it opens a file in its state folder" "open returned $(val 0)"
-	[ "$(val 2)" -eq -1 ] && [ "$(val 3)" -eq 13 ] &&
+	[ "${r[0]% *}" -ge 0 ] &&
+		pass "control: it opens a file in its state folder (fd ${r[0]% *})" ||
+		fail "control: it opens a file in its state folder" "open: ${r[0]}"
+	[ "${r[1]}" = "-1 13" ] &&
 		pass "it cannot open a root-only file (mode 0600 in a 0700 folder): EACCES" ||
-		fail "it cannot open a root-only file" "open returned $(val 2), errno $(val 3)"
-	[ "$(val 4)" -eq -1 ] && [ "$(val 5)" -eq 13 ] &&
+		fail "it cannot open a root-only file" "open: ${r[1]} (ret errno)"
+	[ "${r[2]}" = "-1 13" ] &&
 		pass "Landlock: it cannot open a world-readable file outside its folders: EACCES" ||
-		fail "Landlock refuses a world-readable file outside its folders" \
-			"open returned $(val 4), errno $(val 5)"
-	[ "$(val 6)" -eq -1 ] && [ "$(val 7)" -eq 13 ] &&
+		fail "Landlock refuses a world-readable file outside its folders" "open: ${r[2]}"
+	[ "${r[3]}" = "-1 13" ] &&
 		pass "Landlock: it cannot read /etc/passwd: EACCES" ||
-		fail "Landlock refuses /etc/passwd" "open returned $(val 6), errno $(val 7)"
+		fail "Landlock refuses /etc/passwd" "open: ${r[3]}"
 fi
 
 # A system call outside the allow-list: ptrace (101 on x86_64).
-mapfile -t r < <(in_process "$sym" '(long)syscall(101, 0, 0, 0, 0)' '*(int *)__errno_location()')
-if [ "${#r[@]}" -eq 2 ] && [ "$(val 0)" -eq -1 ] && [ "$(val 1)" -eq 1 ] &&
-	grep -q 'seccomp: denied system call ptrace (101) with EPERM' "$tmp/sym.log"; then
+r=$(in_process "syscall 101")
+if [ "$r" = "-1 1" ] && wait_log "$tmp/sym.log" 'seccomp: denied system call ptrace \(101\) with EPERM' 5; then
 	pass "a call outside the allow-list fails with EPERM and is logged"
 else
 	fail "a call outside the allow-list fails with EPERM and is logged" \
-		"got ${r[*]}; log: $(grep seccomp "$tmp/sym.log")"
+		"got $r; log: $(grep seccomp "$tmp/sym.log")"
 fi
 
 kill -TERM "$sym"
