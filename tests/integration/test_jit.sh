@@ -18,8 +18,9 @@
 #     through the perf trampolines, which are named (opal_py_leaf under
 #     opal_py_caller under <module>).
 # usage: tests/integration/test_jit.sh BUILD_DIR   (as root)
-# JIT_CASES: the cases to run (default "node nodeplain java python"; the
-# kernel matrix runs fewer under qemu). JIT_MIN_PCT: the share each case
+# JIT_CASES: the cases to run (default "node nodedump nodeplain java
+# python": node is the perf map, nodedump the jitdump; the kernel matrix
+# runs fewer under qemu). JIT_MIN_PCT: the share each case
 # must reach (default 90). JIT_SECONDS: length of each load (default 8).
 # Prints PASS/FAIL per check and ends with "N passed, N failed"; exits
 # non-zero on any failure. Missing prerequisites are failures, not skips.
@@ -28,7 +29,7 @@ set -uo pipefail
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/stacks.sh"
 
-CASES=${JIT_CASES:-node nodeplain java python}
+CASES=${JIT_CASES:-node nodedump nodeplain java python}
 MIN=${JIT_MIN_PCT:-90}
 SECS=${JIT_SECONDS:-8}
 fx=$repo/tests/fixtures/jit
@@ -83,7 +84,7 @@ caught_up() {
 # $tmp, where node writes its jitdump and V8 logs.
 cd "$tmp" || finish
 pid_of() { awk '/^ready / { print $2; exit }' "$tmp/$1.out" 2>/dev/null; }
-if has_case node || has_case nodeplain; then
+if has_case node || has_case nodedump || has_case nodeplain; then
 	# unchecked: node's unwind table (a 90 MB binary) is built while
 	# this one runs, so that the checked runs find it loaded instead of
 	# parking their first seconds of samples beyond the parking bound
@@ -92,6 +93,8 @@ fi
 if has_case node; then
 	node --perf-basic-prof --interpreted-frames-native-stack "$fx/spin.js" "$SECS" \
 		>"$tmp/nodemap.out" 2>&1
+fi
+if has_case nodedump; then
 	node --perf-prof --interpreted-frames-native-stack "$fx/spin.js" "$SECS" \
 		>"$tmp/nodedump.out" 2>&1
 fi
@@ -139,14 +142,14 @@ keep_for_host() {
 
 # ---- checks ------------------------------------------------------------------------------
 c='[^\t]*\t'   # any comm
-if has_case node; then
-	for v in nodemap nodedump; do
+for v in nodemap nodedump; do
+	if { [ $v = nodemap ] && has_case node; } || { [ $v = nodedump ] && has_case nodedump; }; then
 		check_share "node ($v): opalJitLeaf named under opalJitCaller, to _start" \
 			"$tmp/user.txt" "$(pid_of $v)" "$c(.*;)?opalJitLeaf;.*" \
 			"$c(.*;)?opalJitLeaf;opalJitCaller;.*;Builtins_JSEntry;.*;node::Start\(.*;$libc_root" \
 			"$MIN"
-	done
-fi
+	fi
+done
 if has_case nodeplain; then
 	check_share "node without flags: JIT frames unnamed, walked through to _start" \
 		"$tmp/user.txt" "$(pid_of nodeplain)" "$c.*\[jit\]\+0x[0-9a-f]+;.*" \

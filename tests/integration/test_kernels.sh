@@ -81,9 +81,13 @@ row "qemu Debian 12 6.1: off-CPU" "$repo/tests/kernel/qemu.sh" \
 row "qemu Debian 12 6.1: collector stop" "$repo/tests/kernel/qemu.sh" \
 	--timeout "${OPAL_QEMU_TIMEOUT:-240}" "$build" bash "$repo/tests/integration/test_stop.sh" \
 	--collector "$build"
-# JIT code on 6.1 (the JIT step of the walk, perf maps, jitdump):
-# Node.js with a perf map and with jitdump, CPython 3.12's trampolines;
-# OpenJDK is left to the host (its start alone takes minutes under TCG)
+# JIT code on 6.1 (the JIT step of the walk, perf maps): Node.js with a
+# perf map, CPython 3.12's trampolines. Left to the host: OpenJDK (its
+# start alone takes minutes under TCG) and Node.js's jitdump, whose
+# records V8 holds in a 2 MiB write buffer (docs/jit.md): under TCG the
+# hot code's names reached the file only at exit, after all but 7 of its
+# samples; the walk is node's perf map case's, and reading the file is
+# the symbolizer's, the same on every kernel.
 row "qemu Debian 12 6.1: JIT stacks" "$repo/tests/kernel/qemu.sh" \
 	--timeout "${OPAL_QEMU_JIT_TIMEOUT:-600}" "$build" env JIT_CASES="node python" JIT_SECONDS=14 \
 	bash "$repo/tests/integration/test_jit.sh" "$build"
