@@ -29,6 +29,7 @@ if [ "${1:-}" = --lockdown ]; then
 fi
 # shellcheck source=tests/integration/lib/common.sh
 . "$(dirname "$0")/../integration/lib/common.sh"
+. "$(dirname "$0")/../integration/lib/stacks.sh"
 
 SHORT_MIN_PCT=${SHORT_MIN_PCT:-80}
 PROFILE_S=10
@@ -112,22 +113,8 @@ if ! "$report" stacks "$tmp/out/profile.pb.gz" >"$stacks" 2>"$tmp/stacks.err"; t
 	finish
 fi
 
-# user.txt: PID <tab> COMM <tab> COUNT <tab> user frames (leaf first): the
-# kernel frames (kallsyms text symbols, or "name [module]") left out.
-awk '$2 ~ /^[tTwW]$/ { print $3 }' /proc/kallsyms | sort -u >"$tmp/kallsyms.txt"
-awk -v ksyms="$tmp/kallsyms.txt" '
-	BEGIN { while ((getline k < ksyms) > 0) kernel[k] = 1 }
-	{
-		pid = $1; sub(/^pid=/, "", pid)
-		comm = $3; sub(/^comm=/, "", comm)
-		c = $0; sub(/^.* count=/, "", c)
-		s = $0; sub(/^[^:]*: /, "", s)
-		n = split(s, f, ";")
-		for (u = 1; u <= n && ((f[u] in kernel) || f[u] ~ / \[[a-z_0-9]+\]$/); u++) ;
-		out = ""
-		for (i = u; i <= n; i++) out = out (out == "" ? "" : ";") f[i]
-		printf "%s\t%s\t%d\t%s\n", pid, comm, c + 0, out
-	}' "$stacks" >"$tmp/user.txt"
+# user.txt: PID <tab> COMM <tab> COUNT <tab> user frames (leaf first)
+user_stacks "$stacks" "$tmp/user.txt"
 
 # share PIDS COMM REGEX: "GOOD TOTAL" samples of PIDS with comm COMM, GOOD
 # of them with a user stack matching REGEX (anchored).
