@@ -438,6 +438,12 @@ static int setup(struct collector *c)
 		return -1;
 	}
 	c->interp.tctx_map_fd = opal_sampling_tctx_fd(&c->smp);
+	if (c->opt.native_only) {
+		/* no runtime probed: BPF gets no walk parameters, so no process
+		 * has interpreter frames and no code object is read */
+		c->interp.n_runtimes = 0;
+		opal_info("--native-only: no interpreter frames");
+	}
 	opal_stacks_init(&c->stacks, &c->procs, &c->unwind, &c->interp, &c->ctr);
 	if ((err = opal_vdso_register(&c->files, &c->procs.vdso)) < 0)
 		opal_warn("vDSO unavailable as a file (%s): its frames unwind with frame "

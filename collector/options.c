@@ -14,7 +14,7 @@
 struct loaded {
 	char *socket, *symbolizer_user;
 	uint64_t frequency, interval, buffer_bytes, max_fds, lifecycle_bytes, off_cpu_ppm;
-	bool include_self, off_cpu, command_line, verbose;
+	bool include_self, off_cpu, command_line, native_only, verbose;
 };
 
 /* Defaults are written as on the command line; they equal the
@@ -61,6 +61,10 @@ static const struct opal_opt opts[] = {
 	  .offset = offsetof(struct loaded, command_line),
 	  .help = "send each process's command line (process.command_line, at most 4095 "
 		  "bytes); off by default: arguments can hold secrets" },
+	{ .name = "native-only", .type = OPAL_OPT_BOOL,
+	  .offset = offsetof(struct loaded, native_only),
+	  .help = "kernel and native frames only: no interpreter (CPython) frames, the code "
+		  "objects they name not read (to compare the cost of interpreter frames)" },
 	{ .name = "verbose", .type = OPAL_OPT_BOOL, .offset = offsetof(struct loaded, verbose),
 	  .help = "debug logging", .reloadable = true },
 };
@@ -108,6 +112,7 @@ static int to_options(struct loaded *l, struct opal_collector_options *o, char *
 	o->off_cpu = l->off_cpu;
 	o->off_cpu_ppm = (uint32_t)l->off_cpu_ppm;
 	o->command_line = l->command_line;
+	o->native_only = l->native_only;
 	o->verbose = l->verbose;
 	return 0;
 }
@@ -156,7 +161,8 @@ int opal_options_reload(int argc, char **argv, struct opal_collector_options *o)
 		.interval = o->interval_s, .buffer_bytes = o->buffer_bytes, .max_fds = o->max_fds,
 		.lifecycle_bytes = o->lifecycle_bytes,
 		.include_self = o->include_self, .off_cpu = o->off_cpu,
-		.off_cpu_ppm = o->off_cpu_ppm, .verbose = o->verbose,
+		.off_cpu_ppm = o->off_cpu_ppm, .command_line = o->command_line,
+		.native_only = o->native_only, .verbose = o->verbose,
 	}, next;
 	struct opal_config_plan plan;
 	char why[512], was[64], now[64];

@@ -42,6 +42,7 @@ struct opal_collector_options {
 	bool off_cpu;                 /* off-CPU samples (docs/offcpu.md) */
 	uint32_t off_cpu_ppm;         /* blocking switches recorded, per million */
 	bool command_line;            /* send process.command_line (opt-in) */
+	bool native_only;             /* no interpreter frames (docs/interpreters.md) */
 	bool verbose;                 /* reloadable on SIGHUP */
 };
 

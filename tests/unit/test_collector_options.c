@@ -54,6 +54,8 @@ static void test_defaults(void **state)
 	assert_false(o.include_self);
 	assert_false(o.off_cpu);
 	assert_int_equal(o.off_cpu_ppm, OPAL_DEFAULT_OFFCPU_PPM);
+	assert_false(o.command_line);
+	assert_false(o.native_only);
 	assert_false(o.verbose);
 	free(out);
 	free(err);
@@ -88,7 +90,7 @@ static void test_all_options(void **state)
 
 	assert_int_equal(parse(&o, &out, &err, "--socket", "/tmp/x.sock", "--frequency", "99",
 			       "--interval", "10", "--include-self", "--verbose", "--buffer-bytes",
-			       "1048576", "--max-fds=64", NULL),
+			       "1048576", "--max-fds=64", "--command-line", "--native-only", NULL),
 			 0);
 	assert_string_equal(o.socket_path, "/tmp/x.sock");
 	assert_int_equal(o.frequency_hz, 99);
@@ -96,6 +98,8 @@ static void test_all_options(void **state)
 	assert_int_equal(o.buffer_bytes, 1048576);
 	assert_int_equal(o.max_fds, 64);
 	assert_true(o.include_self);
+	assert_true(o.command_line);
+	assert_true(o.native_only);
 	assert_true(o.verbose);
 	free(out);
 	free(err);
@@ -251,6 +255,27 @@ static void test_reload(void **state)
 	unlink(cfg_path);
 }
 
+/* SIGHUP with nothing changed keeps every flag given on the command line,
+ * the options that cannot change at run time included (a reload once
+ * turned --command-line off). */
+static void test_reload_keeps_flags(void **state)
+{
+	(void)state;
+	struct opal_collector_options o, before;
+	char *out, *err;
+	char *argv[] = { "opal-collector", "--command-line", "--native-only", "--include-self",
+			 "--off-cpu", NULL };
+
+	assert_int_equal(parse(&o, &out, &err, "--command-line", "--native-only",
+			       "--include-self", "--off-cpu", NULL), 0);
+	free(out);
+	free(err);
+	before = o;
+	assert_int_equal(opal_options_reload(5, argv, &o), 0);
+	assert_memory_equal(&o, &before, sizeof(o));
+	assert_true(o.command_line && o.native_only && o.include_self && o.off_cpu);
+}
+
 static void test_cpulist(void **state)
 {
 	(void)state;
@@ -303,6 +328,7 @@ int main(void)
 		cmocka_unit_test(test_help_lists_options_with_defaults),
 		cmocka_unit_test(test_config_file),
 		cmocka_unit_test(test_reload),
+		cmocka_unit_test(test_reload_keeps_flags),
 		cmocka_unit_test(test_cpulist),
 		cmocka_unit_test(test_online_cpus),
 	};
