@@ -28,6 +28,18 @@ uint32_t opal_ringbuf_size(size_t n_cpus, uint32_t freq_hz, size_t record_size)
 	return (uint32_t)size;
 }
 
+uint32_t opal_offcpu_ringbuf_size(size_t n_cpus, uint32_t off_cpu_ppm, uint32_t on_cpu_size,
+				  size_t record_size)
+{
+	uint64_t want = (uint64_t)n_cpus * OPAL_OFFCPU_SWITCH_RATE * off_cpu_ppm / 1000000u *
+			record_size / 2;
+	uint64_t size = OPAL_RINGBUF_MIN;
+
+	while (size < want && size < OPAL_RINGBUF_OFFCPU)
+		size <<= 1;
+	return size > on_cpu_size ? (uint32_t)size : on_cpu_size;
+}
+
 static int open_cpu_clock(int cpu, uint64_t period_ns)
 {
 	struct perf_event_attr attr;
@@ -167,8 +179,9 @@ int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz, uint64_t life
 	if (opal_online_cpus(cpus, OPAL_MAX_CPUS, &n_online) < 0)
 		n_online = (size_t)s->n_possible_cpus;
 	ring_size = opal_ringbuf_size(n_online, freq_hz, OPAL_SAMPLE_FIXED_SIZE);
-	if (off_cpu_ppm && ring_size < OPAL_RINGBUF_OFFCPU)
-		ring_size = OPAL_RINGBUF_OFFCPU;
+	if (off_cpu_ppm)
+		ring_size = opal_offcpu_ringbuf_size(n_online, off_cpu_ppm, ring_size,
+						     OPAL_SAMPLE_HEAD_SIZE);
 	err = bpf_map__set_max_entries(s->skel->maps.events, ring_size);
 	if (!err)
 		err = bpf_map__set_max_entries(s->skel->maps.lifecycle, life_size);

@@ -21,9 +21,12 @@ struct bpf_link;
  * userspace installs processes and builds tables. */
 #define OPAL_RINGBUF_MIN (4u << 20)
 #define OPAL_RINGBUF_MAX (256u << 20)
-/* With off-CPU samples: 64 MiB, about 18,000 records of a typical 3.5 KiB
- * (BPF wakes the reader when it is half full). */
-#define OPAL_RINGBUF_OFFCPU (64u << 20)
+/* With off-CPU samples the ring also holds half a second of them at
+ * OPAL_OFFCPU_SWITCH_RATE blocking switches per second per CPU, scaled by
+ * the threshold, up to 64 MiB (about 18,000 records of a typical 3.5 KiB;
+ * BPF wakes the reader when it is half full). */
+#define OPAL_RINGBUF_OFFCPU     (64u << 20)
+#define OPAL_OFFCPU_SWITCH_RATE 50000u
 /* Bounds of the lifecycle ring (exec/exit events; its default, 2 MiB, holds
  * ~87,000 exec or exit events or ~780 exits with VMA lists between two
  * polls; BPF wakes the reader when it is half full). */
@@ -54,6 +57,18 @@ struct opal_sampling {
  * drains every ~100 ms), rounded up to a power of two (a ring buffer
  * requirement) and clamped to [OPAL_RINGBUF_MIN, OPAL_RINGBUF_MAX]. */
 uint32_t opal_ringbuf_size(size_t n_cpus, uint32_t freq_hz, size_t record_size);
+
+/* The sample ring's bytes with off-CPU samples at `off_cpu_ppm` (per
+ * million blocking switches, 1..1000000) besides `on_cpu_size` bytes for
+ * CPU samples (opal_ringbuf_size): the larger of the two, the off-CPU
+ * share as above with records of `record_size` bytes (an off-CPU record
+ * is walked in BPF: OPAL_SAMPLE_HEAD_SIZE plus its interpreter frames),
+ * a power of two at most OPAL_RINGBUF_OFFCPU. At the
+ * default 1% on a few CPUs that is OPAL_RINGBUF_MIN: a 64 MiB ring, whose
+ * pages all become resident once it has wrapped, made the collector's RSS
+ * 150 MiB (docs/performance.md, "Overhead"). */
+uint32_t opal_offcpu_ringbuf_size(size_t n_cpus, uint32_t off_cpu_ppm, uint32_t on_cpu_size,
+				  size_t record_size);
 
 /* Records passed to `cb` are struct opal_sample_event (variable size:
  * check with opal_sample_event_valid) or struct opal_proc_event /

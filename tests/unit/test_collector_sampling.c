@@ -23,7 +23,7 @@
 static void test_ringbuf_size(void **state)
 {
 	(void)state;
-	const size_t rec = OPAL_SAMPLE_FIXED_SIZE;   /* what sampling.c sizes with */
+	size_t rec = OPAL_SAMPLE_FIXED_SIZE;   /* what sampling.c sizes CPU samples with */
 
 	assert_int_equal(opal_ringbuf_size(2, 20, rec), OPAL_RINGBUF_MIN);
 	/* 64 CPUs at 1 kHz: 64000 records/s, half a second, power of two */
@@ -32,6 +32,20 @@ static void test_ringbuf_size(void **state)
 	assert_int_equal(s & (s - 1), 0);
 	assert_true(s / 2 < 64ull * 1000 * rec / 2);
 	assert_int_equal(opal_ringbuf_size(8192, 100000, rec), OPAL_RINGBUF_MAX);
+
+	/* off-CPU: the default 1% on 2 CPUs fits the smallest ring; every
+	 * switch gets the largest off-CPU ring; a bigger CPU ring is kept */
+	rec = OPAL_SAMPLE_HEAD_SIZE;
+	assert_int_equal(opal_offcpu_ringbuf_size(2, 10000, OPAL_RINGBUF_MIN, rec),
+			 OPAL_RINGBUF_MIN);
+	assert_int_equal(opal_offcpu_ringbuf_size(2, 1000000, OPAL_RINGBUF_MIN, rec),
+			 OPAL_RINGBUF_OFFCPU);
+	s = opal_offcpu_ringbuf_size(2, 100000, OPAL_RINGBUF_MIN, rec);
+	assert_true((uint64_t)s >= 2ull * OPAL_OFFCPU_SWITCH_RATE / 10 * rec / 2);
+	assert_int_equal(s & (s - 1), 0);
+	assert_true(s < OPAL_RINGBUF_OFFCPU);
+	assert_int_equal(opal_offcpu_ringbuf_size(2, 10000, OPAL_RINGBUF_MAX, rec),
+			 OPAL_RINGBUF_MAX);
 }
 
 static void test_clock_offset(void **state)
