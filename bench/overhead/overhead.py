@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Profiler overhead benchmark (docs/performance.md, "Overhead").
 
-Measures opal-collector and its peers, `perf record -a -g` and bpftrace's
-profile probe, one at a time on the same machine in the same run, while
+Measures opal-collector (tool "opal"; "opal-offcpu" is the same with
+--off-cpu at its default threshold) and its peers, `perf record -a -g` and
+bpftrace's profile probe, one at a time on the same machine in the same run, while
 two busy loops keep every CPU busy (run by bench/overhead/run.sh, which
 builds things first; see there for the command line).
 
@@ -55,6 +56,9 @@ import roots  # noqa: E402
 
 NCPU = os.cpu_count() or 1
 PY311 = "/usr/bin/python3.11"
+# opal's tools: the collector's extra arguments. opal-offcpu adds off-CPU
+# profiles at the default threshold (docs/offcpu.md).
+OPALS = {"opal": [], "opal-offcpu": ["--off-cpu"]}
 
 
 # ---- process accounting ----------------------------------------------------
@@ -291,11 +295,13 @@ class Bench:
         os.makedirs(d)
         log = open(os.path.join(d, "tool.log"), "w")
         sym = None
-        if tool == "opal":
+        if tool in OPALS:
             for sub in ("state", "out"):
                 os.makedirs(os.path.join(d, sub))
                 os.chown(os.path.join(d, sub), 65534, 65534)
-            sock = os.path.join(d, "state", "s.sock")
+            # root's folder: the collector refuses a socket in one another user may write
+            os.makedirs(os.path.join(d, "run"), exist_ok=True)
+            sock = os.path.join(d, "run", "s.sock")
             sym = Proc([os.path.join(self.build, "opal-symbolizer"), "--socket", sock,
                         "--state-dir", os.path.join(d, "state"), "--out-dir",
                         os.path.join(d, "out"), "--user", "nobody", "--http-listen", "none"],
@@ -305,7 +311,7 @@ class Bench:
                     break
                 time.sleep(0.05)
             argv = [os.path.join(self.build, "opal-collector"), "--socket", sock,
-                    "--frequency", str(hz), "--interval", str(interval)]
+                    "--frequency", str(hz), "--interval", str(interval)] + OPALS[tool]
             ready = lambda: file_has(log.name, "sampling ")  # noqa: E731
             p = Proc(argv, stderr=log)
             stop_sig = signal.SIGTERM
@@ -425,11 +431,12 @@ class Bench:
         """Starts a tool at 99 Hz and waits until it samples; returns what to stop."""
         os.makedirs(d, exist_ok=True)
         hz = "99"
-        if tool == "opal":
+        if tool in OPALS:
             for sub in ("state", "out"):
                 os.makedirs(os.path.join(d, sub), exist_ok=True)
                 os.chown(os.path.join(d, sub), 65534, 65534)
-            sock = os.path.join(d, "state", "s.sock")
+            os.makedirs(os.path.join(d, "run"), exist_ok=True)
+            sock = os.path.join(d, "run", "s.sock")
             if os.path.exists(sock):
                 os.unlink(sock)
             sym = Proc([os.path.join(self.build, "opal-symbolizer"), "--socket", sock,
@@ -441,7 +448,7 @@ class Bench:
                 time.sleep(0.05)
             log = os.path.join(d, "collector.log")
             p = Proc([os.path.join(self.build, "opal-collector"), "--socket", sock,
-                      "--frequency", hz], stderr=open(log, "w"))
+                      "--frequency", hz] + OPALS[tool], stderr=open(log, "w"))
             ready = lambda: file_has(log, "sampling ")  # noqa: E731
             procs = [(p, signal.SIGTERM), (sym, signal.SIGTERM)]
         elif tool == "perf":
