@@ -6,15 +6,17 @@
 # on Debian 12's own 6.1 kernel, where it also puts the kernel into
 # lockdown=confidentiality at the end; and tests/integration/test_stack.sh
 # (stack shapes), test_offcpu.sh (off-CPU profiles), test_stop.sh
-# --collector (the collector's stop deadline), test_jit.sh (JIT code:
-# Node.js and CPython 3.12), test_go.sh (Go's stacks, across its stack
+# --collector (the collector's stop deadline), test_python.sh (Python
+# frames of five CPythons), test_jit.sh (JIT code: Node.js
+# and CPython 3.12), test_go.sh (Go's stacks, across its stack
 # switches) and test_correlation.sh (process and thread contexts) on 6.1.
 # Each check is reported with its
 # kernel's release in front; a summary line per kernel closes the run.
 # A missing qemu or kernel package is a failure, never a skip.
 # usage: tests/integration/test_kernels.sh BUILD_DIR   (as root)
 # OPAL_QEMU_TIMEOUT: wall-clock limit of each qemu run (default 240 s; the
-# Go row 400 s); OPAL_QEMU_JIT_TIMEOUT: of the JIT row's (default 600 s).
+# Go row 400 s); OPAL_QEMU_JIT_TIMEOUT: of the JIT row's (default 600 s);
+# OPAL_QEMU_PY_TIMEOUT: of the Python row's (default 600 s).
 set -uo pipefail
 
 # shellcheck source=tests/integration/lib/common.sh
@@ -81,6 +83,25 @@ row "qemu Debian 12 6.1: off-CPU" "$repo/tests/kernel/qemu.sh" \
 row "qemu Debian 12 6.1: collector stop" "$repo/tests/kernel/qemu.sh" \
 	--timeout "${OPAL_QEMU_TIMEOUT:-240}" "$build" bash "$repo/tests/integration/test_stop.sh" \
 	--collector "$build"
+# Python frames on 6.1 (the interpreter walk in BPF, each frame model:
+# 3.8's frame objects, 3.10's, 3.11's and 3.12's interpreter frames,
+# 3.13's debug offsets): Debian's python3.11 and pyenv's 3.8, 3.10, 3.12
+# and 3.13, chain, callbacks and threads, each worker spinning 2 CPU s (at
+# the default 0.6 s a 3.8 leaf had 13 samples: one taken at another line
+# of the leaf was 8%). Not all versions and
+# scenarios at once: under TCG those 45 processes starting together left
+# 3.8's threads without samples in their leaves (docs/interpreters.md).
+pythons=(/usr/bin/python3.11)
+pyenv_root=$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")
+for v in 8 10 12 13; do
+	for p in "$pyenv_root"/versions/3.$v.*/bin/python3.$v; do
+		[ -x "$p" ] && pythons+=("$p")
+	done
+done
+row "qemu Debian 12 6.1: Python stacks" "$repo/tests/kernel/qemu.sh" \
+	--timeout "${OPAL_QEMU_PY_TIMEOUT:-600}" "$build" env PY_CPU_S=2 \
+	bash "$repo/tests/integration/test_python.sh" "$build" --scenarios chain,callback,threads \
+	"${pythons[@]}"
 # JIT code on 6.1 (the JIT step of the walk, perf maps): Node.js with a
 # perf map, CPython 3.12's trampolines. Left to the host: OpenJDK (its
 # start alone takes minutes under TCG) and Node.js's jitdump, whose
