@@ -105,7 +105,7 @@ row "qemu Debian 12 6.1: Python stacks" "$repo/tests/kernel/qemu.sh" \
 # JIT code on 6.1 (the JIT step of the walk, perf maps): Node.js with a
 # perf map, CPython 3.12's trampolines. Left to the host: OpenJDK (its
 # start alone takes minutes under TCG) and Node.js's jitdump, whose
-# records V8 holds in a 2 MiB write buffer (docs/jit.md): under TCG the
+# records V8 holds in its stdio write buffer (docs/jit.md): under TCG the
 # hot code's names reached the file only at exit, after all but 7 of its
 # samples; the walk is node's perf map case's, and reading the file is
 # the symbolizer's, the same on every kernel.
