@@ -28,13 +28,13 @@
 # Prints PASS/FAIL per check and ends with "N passed, N failed"; exits
 # non-zero on any failure. Missing prerequisites are failures, not skips.
 # OPAL_IT_KEEP=1 keeps the temp folder (it is always kept on failure).
-# PY_CPU_S: CPU seconds each worker spins (default 0.6); PY_MIN_PCT: the
+# PY_CPU_S: CPU seconds each worker spins (default 1); PY_MIN_PCT: the
 # share of samples that must be exact (default 95).
 set -uo pipefail
 
 . "$(dirname "$0")/lib/common.sh"
 
-CPU_S=${PY_CPU_S:-0.6}
+CPU_S=${PY_CPU_S:-1}
 MIN=${PY_MIN_PCT:-95}
 SCENARIOS=(chain callback threads generator fork early)
 
