@@ -14,6 +14,8 @@ struct opal_unwind_proc {
 	bool installed;             /* BPF holds its current mapping array */
 	uint64_t install_ns;        /* time of the last install attempt */
 	int install_err;            /* its result */
+	uint8_t quick_rereads;      /* maps re-read within OPAL_MAPS_REREAD_NS
+				     * (opal_unwinder_sync) */
 	size_t n;                   /* entries in m[]: p->n_maps when made */
 	struct unwind_mapping {
 		struct opal_unwind_file *uf;   /* a reference, or NULL */
@@ -267,9 +269,12 @@ void opal_unwinder_sync(struct opal_unwinder *u, struct opal_proc *p,
 		  ((ev->flags & OPAL_SAMPLE_UNKNOWN_PROC) && s->installed &&
 		   ev->ktime_ns > s->install_ns);
 	if (suspect && (!p->maps_read || (ev->ktime_ns > p->maps_read_ns &&
-					  now - p->maps_read_ns >= OPAL_MAPS_REREAD_NS))) {
+					  (now - p->maps_read_ns >= OPAL_MAPS_REREAD_NS ||
+					   s->quick_rereads < OPAL_QUICK_REREADS)))) {
 		bool leaf_known = ev->ustack_n > 0 && !(ev->uflags[0] & OPAL_UFRAME_ERROR);
 		struct leaf_mapping before = leaf_of(p, ev->ustack[0]);
+		if (p->maps_read && now - p->maps_read_ns < OPAL_MAPS_REREAD_NS)
+			s->quick_rereads++;
 		opal_procs_reread(u->procs, p);
 		struct leaf_mapping after = leaf_of(p, ev->ustack[0]);
 		ssize_t i = opal_procs_mapping_of(p, ev->ustack[0]);

@@ -58,10 +58,17 @@ int opal_unwinder_install(struct opal_unwinder *u, struct opal_proc *p);
  * OPAL_SLOT_NONE when p is not installed or the mapping has none. */
 uint32_t opal_unwinder_slot(const struct opal_proc *p, size_t i);
 
+/* Re-reads of a process's maps that BPF asks for (a mapping they lack)
+ * sooner than OPAL_MAPS_REREAD_NS after the last, per process entry: a
+ * process living a few ms maps its libraries after its first sample, and
+ * only a read that finds it gone sends its samples to wait for the
+ * mappings its exit event lists. */
+#define OPAL_QUICK_REREADS 4
+
 /* Acts on sample `ev`'s OPAL_SAMPLE_UNKNOWN_PROC / _STALE flags: re-reads
- * p's maps when they may be older than what the sample saw (rate limited
- * by OPAL_MAPS_REREAD_NS) and (re)installs p (failures retried after
- * OPAL_INSTALL_RETRY_NS). */
+ * p's maps when they are older than what the sample saw (at most once per
+ * OPAL_MAPS_REREAD_NS after OPAL_QUICK_REREADS sooner ones) and
+ * (re)installs p (failures retried after OPAL_INSTALL_RETRY_NS). */
 void opal_unwinder_sync(struct opal_unwinder *u, struct opal_proc *p,
 			const struct opal_sample_event *ev);
 

@@ -1146,6 +1146,51 @@ static void test_busy_file_built_ahead(void **state)
 	fx_free(x);
 }
 
+/* BPF reports a mapping the cached maps lack (STALE) in a sample taken
+ * after they were read: they are read again at once up to
+ * OPAL_QUICK_REREADS times (a process of a few ms maps its libraries
+ * after its first sample), then once per OPAL_MAPS_REREAD_NS; never for a
+ * sample older than the maps. */
+static void test_stale_rereads_quick_then_limited(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	static struct opal_sample_event ev;
+	struct opal_unwind_maps m;
+	struct opal_unwinder u;
+	struct opal_proc *p;
+
+	assert_int_equal(opal_unwind_maps_init(&m, -1, -1, -1, -1, 0, 0, &x->ctr), 0);
+	assert_int_equal(opal_unwinder_init(&u, &x->procs, &m, &x->ctr), 0);
+	assert_non_null(p = opal_procs_get(&x->procs, 100));
+	assert_int_equal(x->ctr.maps_reads, 1);
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = OPAL_EVENT_SAMPLE;
+	ev.pid = ev.tid = 100;
+	ev.flags = OPAL_SAMPLE_STALE | OPAL_SAMPLE_DEFERRED;
+	ev.ustack_n = 1;
+	ev.ustack[0] = BASE + 0x17e7;
+	ev.ktime_ns = x->fake.now - MS;   /* taken before the read */
+	opal_unwinder_sync(&u, p, &ev);
+	assert_int_equal(x->ctr.maps_reads, 1);
+	for (int i = 1; i <= OPAL_QUICK_REREADS; i++) {
+		x->fake.now += MS;
+		ev.ktime_ns = x->fake.now;
+		opal_unwinder_sync(&u, p, &ev);
+		assert_int_equal(x->ctr.maps_reads, 1 + i);
+		x->fake.now += MS;
+	}
+	ev.ktime_ns = x->fake.now;
+	x->fake.now += MS;
+	opal_unwinder_sync(&u, p, &ev);
+	assert_int_equal(x->ctr.maps_reads, 1 + OPAL_QUICK_REREADS);
+	x->fake.now += OPAL_MAPS_REREAD_NS;
+	opal_unwinder_sync(&u, p, &ev);
+	assert_int_equal(x->ctr.maps_reads, 2 + OPAL_QUICK_REREADS);
+	opal_unwinder_detach(&u);
+	fx_free(x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1169,6 +1214,7 @@ int main(void)
 		cmocka_unit_test(test_identity_bound),
 		cmocka_unit_test(test_shared_file_one_entry),
 		cmocka_unit_test(test_busy_file_built_ahead),
+		cmocka_unit_test(test_stale_rereads_quick_then_limited),
 	};
 	return cmocka_run_group_tests(tests, setup_files, teardown_files);
 }
