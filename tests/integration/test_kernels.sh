@@ -134,20 +134,21 @@ for s in "${summaries[@]}"; do
 	echo "kernel $s"
 done
 # The short-lived figure on 6.1 (exit-time mappings recorded as processes
-# make them) within 15 points of the host's (the VMA iterator, or the
-# same). Not closer: under qemu's emulation exec and the dynamic loader
-# take a far larger share of a 20 ms process's samples, and the samples
-# taken in the forked shell before its exec have no mapping (its maps are
-# read after the exec): 3-14 points apart in the runs of
-# docs/deployment.md; without exit-time mappings 6.1 gave 4-9%.
+# make them) within 8 points of the host's (the VMA iterator, or the
+# same); the target is 5 (docs/deployment.md: 2.5-2.8 apart since the
+# quick re-reads of unwind_proc.h). Not closer: under qemu's emulation
+# exec and the dynamic loader take a far larger share of a 20 ms
+# process's samples, and a sample taken in execve before the new image's
+# registers are set up has the old image's PC (no mapping); without
+# exit-time mappings 6.1 gave 4-9%.
 pcts=()
 for s in "${summaries[@]}"; do
 	[[ $s =~ short-lived\ symbolized\ ([0-9.]+)% ]] && pcts+=("${BASH_REMATCH[1]}")
 done
 if [ ${#pcts[@]} -eq 2 ] &&
-	awk -v a="${pcts[0]}" -v b="${pcts[1]}" 'BEGIN { exit !(b >= a - 15) }'; then
-	pass "short-lived processes: 6.1 symbolizes ${pcts[1]}%, within 15 points of the host's ${pcts[0]}%"
+	awk -v a="${pcts[0]}" -v b="${pcts[1]}" 'BEGIN { exit !(b >= a - 8) }'; then
+	pass "short-lived processes: 6.1 symbolizes ${pcts[1]}%, within 8 points of the host's ${pcts[0]}%"
 else
-	fail "short-lived processes: 6.1 within 15 points of the host" "figures: ${pcts[*]:-none}"
+	fail "short-lived processes: 6.1 within 8 points of the host" "figures: ${pcts[*]:-none}"
 fi
 finish

@@ -12,7 +12,8 @@
 #   - processes living 20 ms each (nofp "short", run one after the other)
 #     are symbolized: of their samples with a user stack, the share that
 #     reaches _start with no "[unknown" frame (in main's chain or still in
-#     ld.so: under qemu's emulation most of their life is the loader's) is
+#     ld.so, whose outermost frame before main's _start is _dl_start_user:
+#     under qemu's emulation most of their life is the loader's) is
 #     printed as "short-lived symbolized N%" and must reach SHORT_MIN_PCT
 #     (80); tests/integration/test_kernels.sh compares it across kernels;
 #   - both daemons stop cleanly (exit 0);
@@ -146,7 +147,7 @@ read -r good total < <(awk -F'\t' -v pids="$short_pids" '
 	BEGIN { n = split(pids, p, " "); for (i = 1; i <= n; i++) want[p[i]] = 1 }
 	($1 in want) && $2 == "nofp" && $4 != "" {
 		total += $3
-		if ($4 ~ /(^|;)_start$/ && $4 !~ /\[unknown/) good += $3
+		if ($4 ~ /(^|;)(_start|_dl_start_user)$/ && $4 !~ /\[unknown/) good += $3
 	}
 	END { printf "%d %d\n", good, total }' "$tmp/user.txt")
 short_pct=$(pct "$good" "$total")
@@ -159,7 +160,7 @@ fi
 summary+=("short-lived symbolized ${short_pct}% ($good/$total)")
 echo "matrix.sh: short-lived samples not symbolized to _start, by user stack (count, leaf first):"
 awk -F'\t' -v pids="$short_pids" 'BEGIN { n = split(pids, p, " "); for (i = 1; i <= n; i++) want[p[i]] = 1 }
-	($1 in want) && $4 != "" && ($4 !~ /(^|;)_start$/ || $4 ~ /\[unknown/) { c[$2 " " $4] += $3 }
+	($1 in want) && $4 != "" && ($4 !~ /(^|;)(_start|_dl_start_user)$/ || $4 ~ /\[unknown/) { c[$2 " " $4] += $3 }
 	END { for (k in c) printf "%8d  %s\n", c[k], substr(k, 1, 150) }' \
 	"$tmp/user.txt" | sort -rn | head -n 10
 
