@@ -258,7 +258,7 @@ void opal_unwinder_sync(struct opal_unwinder *u, struct opal_proc *p,
 {
 	struct opal_unwind_proc *s;
 	uint64_t now;
-	bool suspect;
+	bool suspect, soon;
 
 	if (p->excluded || p->gone || !(s = state_of(p)))
 		return;
@@ -268,13 +268,12 @@ void opal_unwinder_sync(struct opal_unwinder *u, struct opal_proc *p,
 	suspect = (ev->flags & OPAL_SAMPLE_STALE) ||
 		  ((ev->flags & OPAL_SAMPLE_UNKNOWN_PROC) && s->installed &&
 		   ev->ktime_ns > s->install_ns);
+	soon = p->maps_read && now - p->maps_read_ns < OPAL_MAPS_REREAD_NS;
 	if (suspect && (!p->maps_read || (ev->ktime_ns > p->maps_read_ns &&
-					  (now - p->maps_read_ns >= OPAL_MAPS_REREAD_NS ||
-					   s->quick_rereads < OPAL_QUICK_REREADS)))) {
+					  (!soon || s->quick_rereads < OPAL_QUICK_REREADS)))) {
 		bool leaf_known = ev->ustack_n > 0 && !(ev->uflags[0] & OPAL_UFRAME_ERROR);
 		struct leaf_mapping before = leaf_of(p, ev->ustack[0]);
-		if (p->maps_read && now - p->maps_read_ns < OPAL_MAPS_REREAD_NS)
-			s->quick_rereads++;
+		s->quick_rereads += soon;
 		opal_procs_reread(u->procs, p);
 		struct leaf_mapping after = leaf_of(p, ev->ustack[0]);
 		ssize_t i = opal_procs_mapping_of(p, ev->ustack[0]);
