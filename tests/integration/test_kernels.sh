@@ -135,7 +135,7 @@ for s in "${summaries[@]}"; do
 done
 # The short-lived figure on 6.1 (exit-time mappings recorded as processes
 # make them) within 8 points of the host's (the VMA iterator, or the
-# same); the target is 5 (docs/deployment.md: 2.5-2.8 apart since the
+# same); the target is 5 (docs/deployment.md: 2.5-3.5 apart since the
 # quick re-reads of unwind_proc.h). Not closer: under qemu's emulation
 # exec and the dynamic loader take a far larger share of a 20 ms
 # process's samples, and a sample taken in execve before the new image's

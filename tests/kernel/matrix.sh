@@ -143,11 +143,13 @@ summary+=("nofp chain $good/$total exact")
 # symbolized from the mappings its exit event lists: the VMA iterator's
 # (6.7+), or those recorded as it made them (older kernels).
 short_pids=$(awk '/^ready / { printf "%s ", $2 }' "$tmp/short.out")
-read -r good total < <(awk -F'\t' -v pids="$short_pids" '
+# a complete stack: the program's _start, or ld.so's outermost frame
+complete='(^|;)(_start|_dl_start_user)$'
+read -r good total < <(awk -F'\t' -v pids="$short_pids" -v complete="$complete" '
 	BEGIN { n = split(pids, p, " "); for (i = 1; i <= n; i++) want[p[i]] = 1 }
 	($1 in want) && $2 == "nofp" && $4 != "" {
 		total += $3
-		if ($4 ~ /(^|;)(_start|_dl_start_user)$/ && $4 !~ /\[unknown/) good += $3
+		if ($4 ~ complete && $4 !~ /\[unknown/) good += $3
 	}
 	END { printf "%d %d\n", good, total }' "$tmp/user.txt")
 short_pct=$(pct "$good" "$total")
@@ -159,8 +161,8 @@ else
 fi
 summary+=("short-lived symbolized ${short_pct}% ($good/$total)")
 echo "matrix.sh: short-lived samples not symbolized to _start, by user stack (count, leaf first):"
-awk -F'\t' -v pids="$short_pids" 'BEGIN { n = split(pids, p, " "); for (i = 1; i <= n; i++) want[p[i]] = 1 }
-	($1 in want) && $4 != "" && ($4 !~ /(^|;)(_start|_dl_start_user)$/ || $4 ~ /\[unknown/) { c[$2 " " $4] += $3 }
+awk -F'\t' -v pids="$short_pids" -v complete="$complete" 'BEGIN { n = split(pids, p, " "); for (i = 1; i <= n; i++) want[p[i]] = 1 }
+	($1 in want) && $4 != "" && ($4 !~ complete || $4 ~ /\[unknown/) { c[$2 " " $4] += $3 }
 	END { for (k in c) printf "%8d  %s\n", c[k], substr(k, 1, 150) }' \
 	"$tmp/user.txt" | sort -rn | head -n 10
 
