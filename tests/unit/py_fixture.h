@@ -1,6 +1,7 @@
 /* For unit tests: the CPython fixture files of tests/fixtures/python
  * (gen_lines.py, gen_code.py output) as built into
- * $OPAL_FIXTURES/python/{committed,fresh}. Include after <cmocka.h>. */
+ * $OPAL_FIXTURES/python/{committed,fresh}, and where pyenv's CPythons
+ * are. Include after <cmocka.h>. */
 #ifndef OPAL_TEST_PY_FIXTURE_H
 #define OPAL_TEST_PY_FIXTURE_H
 
@@ -27,6 +28,19 @@ static __attribute__((unused)) const char *py_fixture_dir(const char *sub)
 		fail_msg("OPAL_FIXTURES is not set (run tests/run-unit.sh, after tests/fixtures/build.sh)");
 	snprintf(dir, sizeof(dir), "%s/python/%s", env, sub);
 	return dir;
+}
+
+/* pyenv's root: $PYENV_ROOT, else $HOME/.pyenv. */
+static __attribute__((unused)) const char *py_pyenv_root(void)
+{
+	static char root[4096];
+	const char *env = getenv("PYENV_ROOT"), *home = getenv("HOME");
+
+	if (env && *env)
+		snprintf(root, sizeof(root), "%s", env);
+	else
+		snprintf(root, sizeof(root), "%s/.pyenv", home ? home : "/root");
+	return root;
 }
 
 static int py_fixture_cmp(const void *a, const void *b)

@@ -32,6 +32,7 @@
 #include "collector/interp/python_layout.h"
 #include "collector/interp/python_probe.h"
 #include "collector/proc/elfinfo.h"
+#include "py_fixture.h"
 
 #define DEBUG_LIB "/usr/lib/x86_64-linux-gnu/libpython3.11d.so.1.0"
 #define DEBUG_EXE "/usr/bin/python3.11d"
@@ -389,24 +390,13 @@ static void check_file(const char *path, const char *dwarf_path, char *summary, 
 	snprintf(summary + len, cap - len, "%s%s", len ? ", " : "", build);
 }
 
-static const char *pyenv_root(void)
-{
-	static char root[4096];
-	const char *env = getenv("PYENV_ROOT");
-	if (env && *env)
-		snprintf(root, sizeof(root), "%s", env);
-	else
-		snprintf(root, sizeof(root), "%s/.pyenv", getenv("HOME") ? getenv("HOME") : "/root");
-	return root;
-}
-
 static void test_table_matches_dwarf(void **state)
 {
 	char summary[1024] = "", pattern[4200];
 	unsigned pyenv_builds = 0;
 	for (unsigned minor = 8; minor <= 13; minor++) {
 		snprintf(pattern, sizeof(pattern), "%s/versions/3.%u.*/lib/libpython3.%u.so.1.0",
-			 pyenv_root(), minor, minor);
+			 py_pyenv_root(), minor, minor);
 		glob_t g;
 		if (glob(pattern, 0, NULL, &g) != 0)
 			continue;
@@ -416,7 +406,7 @@ static void test_table_matches_dwarf(void **state)
 	}
 	if (pyenv_builds == 0)
 		fail_msg("no pyenv CPython 3.8-3.13 build under %s/versions (set PYENV_ROOT)",
-			 pyenv_root());
+			 py_pyenv_root());
 	if (access(DEBUG_LIB, R_OK) != 0 || access(DEBUG_EXE, R_OK) != 0)
 		fail_msg("%s or %s missing: install python3.11-dbg (scripts/install-deps.sh)",
 			 DEBUG_LIB, DEBUG_EXE);
@@ -436,7 +426,7 @@ static void read_debug_offsets(uint8_t *buf, uint64_t *runtime_size)
 {
 	char pattern[4200];
 	snprintf(pattern, sizeof(pattern), "%s/versions/3.13.*/lib/libpython3.13.so.1.0",
-		 pyenv_root());
+		 py_pyenv_root());
 	glob_t g;
 	if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0)
 		fail_msg("no pyenv 3.13 build (%s): the debug-offsets test reads its .PyRuntime",

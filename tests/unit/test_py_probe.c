@@ -26,6 +26,7 @@
 
 #include "collector/interp/python_layout.h"
 #include "collector/interp/python_probe.h"
+#include "py_fixture.h"
 
 #define DEBIAN_EXE "/usr/bin/python3.11"
 #define DEBIAN_LIB "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"
@@ -33,17 +34,6 @@
 #define DEBUG_LIB "/usr/lib/x86_64-linux-gnu/libpython3.11d.so.1.0"
 
 static char fixtures[4096];
-
-static const char *pyenv_root(void)
-{
-	static char root[4096];
-	const char *env = getenv("PYENV_ROOT"), *home = getenv("HOME");
-	if (env && *env)
-		snprintf(root, sizeof(root), "%s", env);
-	else
-		snprintf(root, sizeof(root), "%s/.pyenv", home ? home : "/root");
-	return root;
-}
 
 /* sys.hexversion of the interpreter at `python`. */
 static uint32_t hexversion_of(const char *python)
@@ -141,7 +131,7 @@ static void expect_refused(const char *path, int want)
 static void test_pyenv_builds(void **state)
 {
 	char pattern[4200];
-	snprintf(pattern, sizeof(pattern), "%s/versions/3.*/lib/libpython3.*.so.1.0", pyenv_root());
+	snprintf(pattern, sizeof(pattern), "%s/versions/3.*/lib/libpython3.*.so.1.0", py_pyenv_root());
 	glob_t g;
 	if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0)
 		fail_msg("no pyenv CPython build matches %s (set PYENV_ROOT)", pattern);
