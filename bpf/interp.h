@@ -23,9 +23,12 @@
  * is the thread's FS base): the list of the main interpreter, newest
  * first. */
 #define OPAL_PY_MAX_THREADS    256
-/* A thread found without a thread state is searched again after this
- * long (it may create one later). */
-#define OPAL_PY_RETRY_NS       1000000000ull
+/* A thread found without a thread state is searched again (it may create
+ * one later: a process set up at exec is sampled before its interpreter
+ * has one) after OPAL_PY_RETRY_MIN_NS, doubled at each miss up to
+ * OPAL_PY_RETRY_MIN_NS << OPAL_PY_RETRY_DOUBLINGS (~1 s). */
+#define OPAL_PY_RETRY_MIN_NS   8000000ull
+#define OPAL_PY_RETRY_DOUBLINGS 7u
 
 /* How a version chains its frames (struct opal_py_walk.model). */
 enum opal_py_model {
@@ -71,6 +74,37 @@ struct opal_py_walk {
 	__u8 pad[3];
 };
 
+/* Interpreter files whose processes BPF sets up itself (interp_files
+ * entries): at exec, at fork, or at a sample, before the collector has
+ * read the new process's maps (bpf/interp_early.h). */
+#define OPAL_INTERP_BPF_FILES  256
+
+/* An interpreter file as the kernel names its inode. Size and mtime too,
+ * so that a file rewritten in place, or a new file given a freed inode
+ * number, is not taken for it. */
+struct opal_interp_file_key {
+	__u32 dev;                  /* i_sb->s_dev: major << 20 | minor */
+	__u32 mtime_nsec;
+	__u64 ino;
+	__u64 size;                 /* i_size, bytes */
+	__s64 mtime_sec;
+};
+
+/* How BPF sets up a process of an interpreter file (interp_files value):
+ * the walk parameters with ELF virtual addresses (walk.runtime is
+ * _PyRuntime's st_value), made the process's own by adding the load bias
+ * it finds at exec (mm->start_code - exec_vaddr) or from the VMA of the
+ * file's text a sample's PC is in (its start - text_vaddr). */
+struct opal_interp_file {
+	struct opal_py_walk walk;
+	__u64 exec_vaddr;           /* lowest p_vaddr of an executable PT_LOAD:
+				     * what binfmt_elf adds the load bias to for
+				     * mm->start_code */
+	__u64 text_vaddr;           /* that PT_LOAD's p_vaddr and p_offset, both */
+	__u64 text_offset;          /* rounded down to the page: its VMA's start
+				     * and file offset (ld.so maps it so) */
+};
+
 /* One recorded interpreter frame. `code` is the code object's address;
  * `lasti` the code unit index of the instruction executing in it (in the
  * low 24 bits; OPAL_IFRAME_* in the high 8); `check` a value derived from
@@ -107,7 +141,7 @@ struct opal_py_thread {
 	__u64 tstate;      /* PyThreadState address, 0: none found */
 	__u64 found_ns;    /* when it was looked for */
 	__u32 pid;         /* the process it was found in */
-	__u32 pad;
+	__u32 misses;      /* searches in a row that found none */
 };
 
 #endif

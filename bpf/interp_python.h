@@ -54,7 +54,8 @@ static long py_find_step(__u32 i, struct py_find *f)
 
 /* The PyThreadState of thread `tid` (FS base `fsbase`) of process `pid`,
  * or 0: the one remembered when it still names the thread, else searched
- * (at most every OPAL_PY_RETRY_NS when none was found). */
+ * (when none was found, again after a delay that doubles with each miss:
+ * OPAL_PY_RETRY_MIN_NS). */
 static __always_inline __u64 py_thread_state(const struct opal_py_walk *w, __u32 pid, __u32 tid,
 					     __u64 fsbase, __u64 now)
 {
@@ -70,8 +71,12 @@ static __always_inline __u64 py_thread_state(const struct opal_py_walk *w, __u32
 		if (t->tstate && py_read(&id, sizeof(id), t->tstate + w->ts_thread_id) == 0 &&
 		    id == fsbase)
 			return t->tstate;
-		if (!t->tstate && now - t->found_ns < OPAL_PY_RETRY_NS)
-			return 0;
+		if (!t->tstate) {
+			__u32 d = t->misses < OPAL_PY_RETRY_DOUBLINGS ? t->misses : OPAL_PY_RETRY_DOUBLINGS;
+			if (now - t->found_ns < OPAL_PY_RETRY_MIN_NS << d)
+				return 0;
+			nt.misses = t->misses + 1;
+		}
 	}
 	__u64 interp = py_ptr(w->runtime, w->rt_interp_main, &err);
 	if (err || !interp)

@@ -4,7 +4,8 @@
  * collector's DWARF CFI tables (per file, bpf/unwind_rule.h) and its
  * per-process mapping arrays (bpf/unwind.h); reports exec / process exit
  * (sched_process_exec and sched_process_exit) so userspace drops stale
- * state. Whatever BPF cannot finish (a process or mapping userspace has not
+ * state, and gives new processes of a known interpreter their walk
+ * (bpf/interp_early.h: exec, fork, first samples). Whatever BPF cannot finish (a process or mapping userspace has not
  * loaded yet, a table not built yet) goes to userspace as a deferred
  * sample with the registers and a copy of the stack, where
  * collector/unwind/unwind_user.c continues with the same step function.
@@ -140,6 +141,15 @@ struct {
 	__type(value, struct opal_py_walk);
 } interp_procs SEC(".maps");
 
+/* Interpreter files the collector has set a process up from, by inode:
+ * what BPF sets new processes up with (interp_early.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, OPAL_INTERP_BPF_FILES);
+	__type(key, struct opal_interp_file_key);
+	__type(value, struct opal_interp_file);
+} interp_files SEC(".maps");
+
 /* tid -> the thread's PyThreadState as last found (interp_python.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -177,6 +187,7 @@ static __always_inline void count(__u32 slot)
 		*v += 1;
 }
 
+#include "interp_early.h"
 #include "interp_python.h"
 #include "thread_ctx_read.h"
 
@@ -266,18 +277,21 @@ static __always_inline int find_body(__u32 slot, __u64 vaddr, struct opal_unwind
 
 struct vma_info {
 	__u64 start, end, offset, inode;
+	struct inode *ino;   /* the file's (for interp_at_text), or NULL */
 	__u32 exec, found;
 };
 
 static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, struct vma_info *v)
 {
 	struct file *f = vma->vm_file;
+	struct inode *ino = f ? BPF_CORE_READ(f, f_inode) : NULL;
 
 	v->start = vma->vm_start;
 	v->end = vma->vm_end;
 	v->exec = (vma->vm_flags & OPAL_VM_EXEC) != 0;
 	v->offset = f ? (__u64)vma->vm_pgoff << 12 : 0;
-	v->inode = f ? BPF_CORE_READ(f, f_inode, i_ino) : 0;
+	v->ino = ino;
+	v->inode = ino ? BPF_CORE_READ(ino, i_ino) : 0;
 	v->found = 1;
 	return 0;
 }
@@ -395,6 +409,8 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 			stop_error(s, OPAL_UERR_NO_MAPPING);
 		} else {
 			__u8 one = 1;
+			if (rc == 0 && v.ino)
+				interp_at_text(w->tgid, v.ino, v.start, v.offset);
 			defer(s, OPAL_SAMPLE_STALE);
 			/* userspace reads its maps again: in case the process
 			 * is gone by then, its exit event lists them */
@@ -731,7 +747,12 @@ static __always_inline void sample_user(struct scratch *s, struct task_struct *t
 {
 	struct opal_sample_event *ev = &s->ev;
 
+	struct vma_info v;
+
 	unwind_user(s, task, tgid, regs);
+	if ((ev->flags & OPAL_SAMPLE_UNKNOWN_PROC) && !interp_at_exe(task, tgid) &&
+	    ev->ustack_n > 0 && lookup_vma(s, ev->ustack[0], &v) == 0 && v.exec && v.ino)
+		interp_at_text(tgid, v.ino, v.start, v.offset);
 	py_record(ev, task, tgid, ev->tid);
 	if (ev->flags & OPAL_SAMPLE_DEFERRED)
 		copy_stack(ev, task);
@@ -967,6 +988,7 @@ static __always_inline void proc_event(__u32 kind, __u32 tgid)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(opal_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
+	interp_exec(p);
 	proc_event(OPAL_EVENT_EXEC, p->tgid);
 	return 0;
 }
@@ -1123,5 +1145,14 @@ int BPF_PROG(opal_exit, struct task_struct *p)
 		bpf_map_delete_elem(&mmap_vmas, &tgid);
 		proc_event(OPAL_EVENT_EXIT, tgid);
 	}
+	bpf_map_delete_elem(&interp_procs, &tgid);
+	return 0;
+}
+
+/* A new process starts with its parent's interpreter walk. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(opal_fork, struct task_struct *parent, struct task_struct *child)
+{
+	interp_fork(parent, child);
 	return 0;
 }

@@ -137,6 +137,8 @@ enum opal_counter {
 	OPAL_CTR_TCTX_INVALID,     /* thread context records ignored: not valid
 				    * (an update under way), over the limit,
 				    * unreadable, or their ring record lost */
+	OPAL_CTR_INTERP_EARLY,     /* processes given interpreter walk parameters
+				    * by BPF (interp_files: exec, mmap, fork) */
 	OPAL_CTR_MAX,
 };
 

@@ -248,6 +248,7 @@ static void fill_counters(struct collector *c, const uint64_t *bpf,
 	out->interp_code_capped = c->ctr.interp_code_capped;
 	out->interp_code_evicted = c->ctr.interp_code_evicted;
 	out->interp_unmatched = c->ctr.interp_unmatched;
+	out->interp_early = bpf[OPAL_CTR_INTERP_EARLY];
 	out->vma_checks = bpf[OPAL_CTR_VMA_CHECKS];
 	out->vma_busy = bpf[OPAL_CTR_VMA_BUSY];
 	out->lifecycle_lost = bpf[OPAL_CTR_PROC_LOST];
@@ -438,6 +439,7 @@ static int setup(struct collector *c)
 		return -1;
 	}
 	c->interp.tctx_map_fd = opal_sampling_tctx_fd(&c->smp);
+	c->interp.files_map_fd = opal_sampling_interp_files_fd(&c->smp);
 	if (c->opt.native_only) {
 		/* no runtime probed: BPF gets no walk parameters, so no process
 		 * has interpreter frames and no code object is read */

@@ -2,9 +2,11 @@
 #include "interp/interp.h"
 
 #include <bpf/bpf.h>
+#include <elf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include "interp/python_proc.h"
 #include "interp/tctx.h"
 #include "shared/log.h"
@@ -44,10 +46,14 @@ static void uninstall(struct opal_interp *ip, struct opal_proc *p)
 {
 	struct opal_interp_proc *s = p->interp;
 	uint32_t pid = (uint32_t)p->pid;
+	struct opal_py_walk now;
 
 	if (!s)
 		return;
-	if (s->installed && ip->walk_map_fd >= 0)
+	/* only its own: BPF may have set a new image up since (an exec) */
+	if (s->installed && ip->walk_map_fd >= 0 &&
+	    bpf_map_lookup_elem(ip->walk_map_fd, &pid, &now) == 0 &&
+	    memcmp(&now, &s->setup.walk, sizeof(now)) == 0)
 		bpf_map_delete_elem(ip->walk_map_fd, &pid);
 	s->installed = false;
 	if (s->tctx_installed && ip->tctx_map_fd >= 0)
@@ -102,6 +108,7 @@ int opal_interp_init(struct opal_interp *ip, struct opal_proc_table *procs, int 
 	ip->procs = procs;
 	ip->walk_map_fd = walk_map_fd;
 	ip->tctx_map_fd = -1;
+	ip->files_map_fd = -1;
 	ip->ctr = ctr;
 	opal_list_init(&ip->files_lru);
 	if (!(ip->copy_buf = malloc(OPAL_INTERP_CODE_COPY_MAX)))
@@ -194,8 +201,45 @@ static struct interp_file *probe(struct opal_interp *ip, struct opal_file *f)
 	return e;
 }
 
+int opal_interp_file_entry(const struct opal_file *file, const struct opal_py_walk *walk,
+			   uint64_t bias, struct opal_interp_file_key *k, struct opal_interp_file *v)
+{
+	const struct opal_elf_info *e = &file->elf;
+
+	memset(k, 0, sizeof(*k));
+	memset(v, 0, sizeof(*v));
+	k->dev = (uint32_t)(major(file->key.dev) << 20 | minor(file->key.dev));
+	k->mtime_nsec = (uint32_t)file->key.mtime_nsec;
+	k->ino = file->key.ino;
+	k->size = file->key.size;
+	k->mtime_sec = file->key.mtime_sec;
+	v->walk = *walk;
+	v->walk.runtime -= bias;
+	v->exec_vaddr = UINT64_MAX;
+	for (size_t i = 0; i < e->n_loads; i++)
+		if ((e->loads[i].flags & PF_X) && e->loads[i].vaddr < v->exec_vaddr) {
+			v->exec_vaddr = e->loads[i].vaddr;
+			v->text_vaddr = e->loads[i].vaddr & ~(uint64_t)(OPAL_PAGE_SIZE - 1);
+			v->text_offset = e->loads[i].offset & ~(uint64_t)(OPAL_PAGE_SIZE - 1);
+		}
+	return v->exec_vaddr == UINT64_MAX ? -ENOENT : 0;
+}
+
+/* Tells BPF how to set up the next processes of `file`. */
+static void publish(struct opal_interp *ip, const struct opal_file *file,
+		    const struct opal_py_walk *walk, uint64_t bias)
+{
+	struct opal_interp_file_key k;
+	struct opal_interp_file v;
+
+	if (ip->files_map_fd < 0 || opal_interp_file_entry(file, walk, bias, &k, &v) < 0)
+		return;
+	if (bpf_map_update_elem(ip->files_map_fd, &k, &v, BPF_ANY) < 0)
+		opal_debug("%s: not published for BPF set-up: %s", file->path, strerror(errno));
+}
+
 static void install(struct opal_interp *ip, struct opal_proc *p, struct opal_interp_proc *s,
-		    const struct interp_file *f, uint64_t bias)
+		    const struct interp_file *f, const struct opal_file *file, uint64_t bias)
 {
 	uint32_t pid = (uint32_t)p->pid;
 	const char *why = NULL;
@@ -215,6 +259,7 @@ static void install(struct opal_interp *ip, struct opal_proc *p, struct opal_int
 	}
 	s->installed = true;
 	ip->ctr->interp_procs++;
+	publish(ip, file, &s->setup.walk, bias);
 	opal_debug("pid %d: %s frames on", (int)p->pid, f->rt->name);
 }
 
@@ -289,7 +334,7 @@ void opal_interp_sync(struct opal_interp *ip, struct opal_proc *p)
 		if (f->has_tctx && !s->tctx_installed)
 			tctx_install(ip, p, s, f, i, r->load_bias);
 		if (f->rt && !runtime) {
-			install(ip, p, s, f, r->load_bias);
+			install(ip, p, s, f, file, r->load_bias);
 			runtime = true;
 		}
 	}

@@ -26,6 +26,7 @@
 
 #define OPAL_INTERP_MAX_FILES 8192   /* probe results kept, by file ID */
 #define OPAL_INTERP_MAX_EVAL  4      /* evaluation function ranges per process */
+#define OPAL_PAGE_SIZE        4096u  /* x86-64's: how ld.so and binfmt_elf align segments */
 
 /* What a runtime found in one process. */
 struct opal_interp_setup {
@@ -78,6 +79,7 @@ struct opal_interp {
 	size_t n_files;
 	uint8_t *copy_buf;            /* OPAL_INTERP_CODE_COPY_MAX bytes */
 	int tctx_map_fd;              /* BPF tctx_procs (bpf/thread_ctx.h), or -1 */
+	int files_map_fd;             /* BPF interp_files (bpf/interp_early.h), or -1 */
 };
 
 /* `procs` and `ctr` are borrowed; adds hooks to `procs`. Returns 0 or
@@ -88,8 +90,19 @@ void opal_interp_destroy(struct opal_interp *ip);
 
 /* Looks at p's mappings once per read of them, and installs or removes
  * p's walk parameters in BPF: its interpreter's, and where its threads
- * keep an OTEP 4947 thread context (tctx.h; with tctx_map_fd set). */
+ * keep an OTEP 4947 thread context (tctx.h; with tctx_map_fd set). With
+ * files_map_fd set, an interpreter file it installs a walk from is
+ * published for BPF to set the file's next processes up itself. */
 void opal_interp_sync(struct opal_interp *ip, struct opal_proc *p);
+
+/* The entry by which BPF sets up the next processes of interpreter file
+ * `file` itself (bpf/interp.h, struct opal_interp_file; read by
+ * bpf/interp_early.h): its inode key as the kernel has it (s_dev as
+ * major << 20 | minor), and `walk`, a process's walk parameters at load
+ * bias `bias`, with ELF virtual addresses, plus its lowest executable
+ * PT_LOAD. Returns 0, or -ENOENT when the file has no executable PT_LOAD. */
+int opal_interp_file_entry(const struct opal_file *file, const struct opal_py_walk *walk,
+			   uint64_t bias, struct opal_interp_file_key *k, struct opal_interp_file *v);
 
 /* True when runtime address `pc` of `p` lies in its interpreter's
  * evaluation function. */

@@ -226,6 +226,9 @@ int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz, uint64_t life
 	    !(s->mmap_link = bpf_program__attach(s->skel->progs.opal_mmap)))
 		opal_warn("recording executable mappings (fexit of vm_mmap_pgoff): %s; processes "
 			  "gone before their maps are read stay unsymbolized", strerror(errno));
+	if (!(s->fork_link = bpf_program__attach(s->skel->progs.opal_fork)))
+		opal_warn("attaching sched_process_fork: %s; a process forked without exec gets "
+			  "its interpreter frames from the first read of its maps", strerror(errno));
 	if (!s->exec_link || !s->exit_link) {
 		err = -errno;
 		snprintf(why, why_len, "attaching sched_process_exec/exit tracepoints: %s",
@@ -252,6 +255,11 @@ fail:
 int opal_sampling_interp_fd(const struct opal_sampling *s)
 {
 	return bpf_map__fd(s->skel->maps.interp_procs);
+}
+
+int opal_sampling_interp_files_fd(const struct opal_sampling *s)
+{
+	return bpf_map__fd(s->skel->maps.interp_files);
 }
 
 int opal_sampling_tctx_fd(const struct opal_sampling *s)
@@ -308,7 +316,8 @@ void opal_sampling_destroy(struct opal_sampling *s)
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->mmap_link);
-	s->exec_link = s->exit_link = s->mmap_link = NULL;
+	bpf_link__destroy(s->fork_link);
+	s->exec_link = s->exit_link = s->mmap_link = s->fork_link = NULL;
 	ring_buffer__free(s->rb);
 	ring_buffer__free(s->rb_life);
 	s->rb = s->rb_life = NULL;

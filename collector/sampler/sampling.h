@@ -45,6 +45,7 @@ struct opal_sampling {
 	size_t n_perf_links;
 	struct bpf_link *exec_link, *exit_link;
 	struct bpf_link *mmap_link;     /* kernels without the VMA iterator */
+	struct bpf_link *fork_link;     /* new processes inherit interpreter walks */
 	struct bpf_link *switch_link;   /* off-CPU samples (--off-cpu) */
 	int n_possible_cpus;
 	uint64_t period_ns;
@@ -91,6 +92,9 @@ int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz, uint64_t life
  * unwind_info, unwind_rules, unwind_bodies, proc_maps. */
 /* The interp_procs map (bpf/interp.h walk parameters by tgid). */
 int opal_sampling_interp_fd(const struct opal_sampling *s);
+/* The interp_files map (struct opal_interp_file by struct
+ * opal_interp_file_key: bpf/interp.h). */
+int opal_sampling_interp_files_fd(const struct opal_sampling *s);
 /* The tctx_procs map (bpf/thread_ctx.h walk parameters by tgid). */
 int opal_sampling_tctx_fd(const struct opal_sampling *s);
 

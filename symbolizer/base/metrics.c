@@ -354,6 +354,8 @@ static void render_collectors(FILE *f)
 		  "Code objects dropped by the collector for its cache bound"),
 		F(interp_unmatched, "interp_unmatched",
 		  "Interpreter evaluations and native evaluation frames that did not pair up"),
+		F(interp_early, "interp_early",
+		  "Processes given interpreter walk parameters by BPF at exec, fork or a sample"),
 #undef F
 	};
 	pthread_mutex_lock(&m.lock);

@@ -7,7 +7,8 @@
 # lockdown=confidentiality at the end; and tests/integration/test_stack.sh
 # (stack shapes), test_offcpu.sh (off-CPU profiles), test_stop.sh
 # --collector (the collector's stop deadline), test_python.sh (Python
-# frames of five CPythons), test_jit.sh (JIT code: Node.js
+# frames of five CPythons), test_python_early.sh (from a process's first
+# samples), test_jit.sh (JIT code: Node.js
 # and CPython 3.12), test_go.sh (Go's stacks, across its stack
 # switches) and test_correlation.sh (process and thread contexts) on 6.1.
 # Each check is reported with its
@@ -15,7 +16,7 @@
 # A missing qemu or kernel package is a failure, never a skip.
 # usage: tests/integration/test_kernels.sh BUILD_DIR   (as root)
 # OPAL_QEMU_TIMEOUT: wall-clock limit of each qemu run (default 240 s; the
-# Go row 400 s); OPAL_QEMU_JIT_TIMEOUT: of the JIT row's (default 600 s);
+# Go and Python first-samples rows 400 s); OPAL_QEMU_JIT_TIMEOUT: of the JIT row's (default 600 s);
 # OPAL_QEMU_PY_TIMEOUT: of the Python row's (default 600 s).
 set -uo pipefail
 
@@ -107,6 +108,14 @@ row "qemu Debian 12 6.1: Python stacks" "$repo/tests/kernel/qemu.sh" \
 	--timeout "${OPAL_QEMU_PY_TIMEOUT:-600}" "$build" env PY_CPU_S=2 PY_MIN_PCT=85 \
 	bash "$repo/tests/integration/test_python.sh" "$build" --scenarios chain,threads \
 	"${pythons[@]}"
+# Python frames from a process's first samples on 6.1 (bpf/interp_early.h:
+# the walk set up at exec, at fork and at a sample; the inode's mtime
+# read through CO-RE): 8 processes per group, each spinning 6 s, so that
+# the emulated collector copies their code objects before they exit (at
+# 1.5 s it had not for most of 3.13's: unnamed frames); 30 s here
+row "qemu Debian 12 6.1: Python first samples" "$repo/tests/kernel/qemu.sh" \
+	--timeout "${OPAL_QEMU_TIMEOUT:-400}" "$build" env EARLY_N=8 EARLY_SPIN_S=6 \
+	bash "$repo/tests/integration/test_python_early.sh" "$build"
 # JIT code on 6.1 (the JIT step of the walk, perf maps): Node.js with a
 # perf map, CPython 3.12's trampolines. Left to the host: OpenJDK (its
 # start alone takes minutes under TCG) and Node.js's jitdump, whose
