@@ -1149,10 +1149,21 @@ int BPF_PROG(opal_exit, struct task_struct *p)
 	return 0;
 }
 
-/* A new process starts with its parent's interpreter walk. */
+/* A new process starts with its parent's interpreter walk and, where
+ * opal_mmap records them, its parent's executable mappings: a child that
+ * never execs nor maps code, gone before userspace read its maps, then
+ * still has them in its exit event. */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(opal_fork, struct task_struct *parent, struct task_struct *child)
 {
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	struct opal_mmap_vmas *m;
+
 	interp_fork(parent, child);
+	if (ctgid == ptgid || !(m = bpf_map_lookup_elem(&mmap_vmas, &ptgid)))
+		return 0;
+	if (bpf_map_update_elem(&mmap_vmas, &ctgid, m, BPF_ANY) == 0 &&
+	    (m = bpf_map_lookup_elem(&mmap_vmas, &ctgid)))
+		m->mm = (__u64)(unsigned long)child->mm;
 	return 0;
 }
