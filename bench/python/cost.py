@@ -2,7 +2,7 @@
 """Cost of Python frames (docs/performance.md, "Python"). Runs as root.
 
 usage: bench/python/cost.py [--build DIR] [--python PATH] [--seconds S]
-                            [--repeat N] [--codes N]
+                            [--repeat N] [--codes N] [--burst N] [--burst-only]
 
 Walk cost: per repeat, per frequency (20 and 99 Hz) and per mode (Python
 frames, and the same collector with --native-only: what a profiler
@@ -17,9 +17,9 @@ with Python frames are checked: the share of the leaf's samples with all
 30 Python frames and a native root, and the mean frame counts.
 
 Burst: --burst (100) `deep.py deep` processes started at once under a
-fresh collector at 99 Hz, the same stack checks on their samples (the
-first samples of each process, taken before the collector has set it up,
-have no Python frames).
+fresh collector at 99 Hz, the same stack checks on their samples (BPF
+sets each process up itself once the collector has set up the first:
+docs/interpreters.md, "Set up in BPF"). --burst-only runs only this.
 
 Memory: the collector at 5000 Hz and a symbolizer (no whole-run profile)
 profile one `deep.py
@@ -226,6 +226,13 @@ def med(vals, fmt):
     return (fmt + " [" + fmt + "-" + fmt + "]") % (statistics.median(vals), min(vals), max(vals))
 
 
+def print_stacks(runs):
+    for name, r in runs:
+        print("stacks of %s: %d samples in the evaluation loop, %.2f%% with Python frames; "
+              "%d in leaf, %.2f%% with all 30 Python frames and _start; mean %.1f Python + "
+              "%.1f native frames" % ((name,) + r))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -234,9 +241,14 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--codes", type=int, default=10000)
     ap.add_argument("--burst", type=int, default=100)
+    ap.add_argument("--burst-only", action="store_true", help="only the burst run")
     a = ap.parse_args()
     version = subprocess.run([a.python, "-c", "import platform; print(platform.python_version())"],
                              capture_output=True, text=True, check=True).stdout.strip()
+    if a.burst_only:
+        print_stacks([("%d deep.py started at once (99 Hz, %g s)" % (a.burst, a.seconds),
+                       burst_run(a, a.burst))])
+        return
     stats_fd = enable_bpf_stats()
     modes = [("python frames", False), ("--native-only", True)]
     runs = [(hz, m) for hz in (20, 99) for m in modes]
@@ -279,11 +291,8 @@ def main():
         p = statistics.median(x["ns"] for x in res[(hz, "python frames")])
         n = statistics.median(x["ns"] for x in res[(hz, "--native-only")])
         print("%-6d ratio python frames / --native-only: BPF ns %.2f" % (hz, p / n))
-    for name, r in (("the last walk run with Python frames", steady),
-                    ("%d deep.py started at once (99 Hz, %g s)" % (a.burst, a.seconds), burst)):
-        print("stacks of %s: %d samples in the evaluation loop, %.2f%% with Python frames; "
-              "%d in leaf, %.2f%% with all 30 Python frames and _start; mean %.1f Python + "
-              "%.1f native frames" % ((name,) + r))
+    print_stacks([("the last walk run with Python frames", steady),
+                  ("%d deep.py started at once (99 Hz, %g s)" % (a.burst, a.seconds), burst)])
     (rb, (cb, sb)), (r0, (c0, s0)) = mem[a.codes], mem[10]
     per = 10000.0 / max(rb - r0, 1)
     print("memory: %d code objects copied (baseline %d): collector +%.1f MiB, symbolizer "
