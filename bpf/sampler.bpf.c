@@ -838,19 +838,42 @@ int opal_sample(struct bpf_perf_event_data *ctx)
 
 /* ---- off-CPU samples (docs/offcpu.md) --------------------------------------- */
 
-/* The share of blocking switches recorded, of 2^32 (2^32: every one);
- * set by the collector before load. */
+/* The share of blocking switches recorded, of 2^32 (2^32: every one),
+ * and the most recorded per CPU per second (0: no bound); set by the
+ * collector before load. */
 const volatile __u64 offcpu_threshold = 0;
+const volatile __u32 offcpu_max_rate = 0;
 
-/* tid -> bpf_ktime_get_ns() when the thread blocked, for the blocks the
- * threshold chose, until the thread runs again. A hash, not a per-CPU
- * map: the thread may run again on any CPU. */
+/* Per thread: bpf_ktime_get_ns() when it blocked, for the blocks the
+ * threshold chose, until it runs again (0: none). Task storage, not a
+ * per-CPU map: the thread may run again on any CPU; and not a hash by
+ * tid: the look-up at every switch in is a pointer away, and a thread
+ * never chosen has none. Freed with the thread. */
+struct offcpu_task {
+	__u64 start_ns;
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OPAL_OFFCPU_MAX_THREADS);
-	__type(key, __u32);
-	__type(value, __u64);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct offcpu_task);
 } offcpu_start SEC(".maps");
+
+/* Per CPU: the blocks recorded in the current one-second window, against
+ * offcpu_max_rate. */
+struct offcpu_budget {
+	__u64 window_ns;
+	__u32 used;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_budget);
+} offcpu_budget SEC(".maps");
 
 /* The off-CPU record being built, one per CPU like `scratch`, apart from
  * it so that neither program ever writes into the other's record. */
@@ -869,10 +892,31 @@ struct {
 #define OPAL_EXIT_DEAD   0x0010
 #define OPAL_TASK_DEAD   0x0080
 
+/* True when this CPU may record one more block in the current second. */
+static __always_inline bool offcpu_within_rate(__u64 now)
+{
+	__u32 zero = 0;
+	struct offcpu_budget *b;
+
+	if (!offcpu_max_rate)
+		return true;
+	b = bpf_map_lookup_elem(&offcpu_budget, &zero);
+	if (!b)
+		return false;
+	if (now - b->window_ns >= 1000000000ull) {
+		b->window_ns = now;
+		b->used = 0;
+	}
+	if (b->used >= offcpu_max_rate)
+		return false;
+	b->used++;
+	return true;
+}
+
 /* The switch out of `prev` (the current task): a user task leaving the CPU
  * in a sleeping state (not preempted, not yielding with TASK_RUNNING, not
- * exiting), when the threshold picks it, has its start recorded and its
- * stack sent, walked as the CPU sampler walks it. The sample's value
+ * exiting), when the threshold picks it and the CPU's rate allows, has its
+ * start recorded and its stack sent, walked as the CPU sampler walks it. The sample's value
  * follows in the OPAL_EVENT_OFFCPU_END record of its run again: a
  * thread's memory can only be read while it is the current task. */
 static __always_inline void offcpu_out(void *ctx, struct task_struct *prev)
@@ -880,6 +924,7 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32, cpu;
 	struct opal_sample_event *ev;
+	struct offcpu_task *t;
 	struct scratch *s;
 	unsigned int state;
 	long n;
@@ -889,21 +934,28 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev)
 	state = prev->__state;
 	if (state == 0 || (state & (OPAL_EXIT_ZOMBIE | OPAL_EXIT_DEAD | OPAL_TASK_DEAD)))
 		return;
-	if (bpf_map_lookup_elem(&excluded, &tgid))
-		return;
 	count(OPAL_CTR_OFFCPU_SWITCHES);
+	/* the draw before any map look-up: most switches end here */
 	if ((__u64)bpf_get_prandom_u32() >= offcpu_threshold)
 		return;
+	if (bpf_map_lookup_elem(&excluded, &tgid))
+		return;
 	count(OPAL_CTR_OFFCPU_SAMPLED);
+	if (!offcpu_within_rate(bpf_ktime_get_ns())) {
+		count(OPAL_CTR_OFFCPU_CAPPED);
+		return;
+	}
 	cpu = bpf_get_smp_processor_id();
 	s = bpf_map_lookup_elem(&offcpu_scratch, &cpu);
 	if (!s)
 		return;
 	ev = sample_begin(s, pid_tgid, cpu);
-	if (bpf_map_update_elem(&offcpu_start, &tid, &ev->ktime_ns, BPF_ANY) < 0) {
+	t = bpf_task_storage_get(&offcpu_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t) {
 		count(OPAL_CTR_OFFCPU_FULL);
 		return;
 	}
+	t->start_ns = ev->ktime_ns;
 	ev->flags = OPAL_SAMPLE_OFF_CPU;
 	/* the leaf is __schedule: this program and bpf_trace_run4 skipped */
 	n = bpf_get_stack(ctx, ev->kstack, sizeof(ev->kstack), OPAL_OFFCPU_SKIP & BPF_F_SKIP_FIELD_MASK);
@@ -915,7 +967,7 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev)
 	 * does not crowd out the few-KiB records of the rest. */
 	if ((ev->flags & OPAL_SAMPLE_DEFERRED) && events_wakeup() == BPF_RB_FORCE_WAKEUP) {
 		count(OPAL_CTR_OFFCPU_LOST);
-		bpf_map_delete_elem(&offcpu_start, &tid);
+		t->start_ns = 0;
 		return;
 	}
 	sample_send(s, OPAL_CTR_OFFCPU_LOST);
@@ -925,26 +977,27 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev)
  * record, with the time it was off CPU. */
 static __always_inline void offcpu_in(struct task_struct *next)
 {
-	__u32 tid = next->pid;
-	__u64 *start = bpf_map_lookup_elem(&offcpu_start, &tid), now;
+	struct offcpu_task *t = bpf_task_storage_get(&offcpu_start, next, 0, 0);
 	struct opal_offcpu_end *e;
+	__u64 now, start;
 
-	if (!start)
+	if (!t || !t->start_ns)
 		return;
+	start = t->start_ns;
+	t->start_ns = 0;
 	now = bpf_ktime_get_ns();
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (e) {
-		e->kind = OPAL_EVENT_OFFCPU_END;
-		e->pid = next->tgid;
-		e->tid = tid;
-		e->cpu = bpf_get_smp_processor_id();
-		e->ktime_ns = now;
-		e->off_cpu_ns = now > *start ? now - *start : 0;
-		bpf_ringbuf_submit(e, events_wakeup());
-	} else {
+	if (!e) {
 		count(OPAL_CTR_OFFCPU_LOST);
+		return;
 	}
-	bpf_map_delete_elem(&offcpu_start, &tid);
+	e->kind = OPAL_EVENT_OFFCPU_END;
+	e->pid = next->tgid;
+	e->tid = next->pid;
+	e->cpu = bpf_get_smp_processor_id();
+	e->ktime_ns = now;
+	e->off_cpu_ns = now > start ? now - start : 0;
+	bpf_ringbuf_submit(e, events_wakeup());
 }
 
 /* Every context switch, in the context of `prev` (docs/offcpu.md). */

@@ -41,9 +41,8 @@ enum opal_event_kind {
 				      * its struct opal_offcpu_end follows */
 #define OPAL_SAMPLE_THREAD_CTX   0x100u /* its struct opal_tctx_event precedes it */
 
-/* Threads whose off-CPU start is recorded at once (blocked and picked,
- * not yet run again): a block past it is counted in OPAL_CTR_OFFCPU_FULL
- * and not sampled. */
+/* Off-CPU stacks the collector holds at once awaiting their end record
+ * (collector/stack/offcpu.c; the oldest dropped past it). */
 #define OPAL_OFFCPU_MAX_THREADS 32768
 
 /* One CPU-clock sample of a non-idle, non-excluded task, or (flag
@@ -131,14 +130,16 @@ enum opal_counter {
 	OPAL_CTR_VMA_CHECKS,       /* bpf_find_vma calls */
 	OPAL_CTR_OFFCPU_SWITCHES,  /* user tasks switched out blocking (not preempted) */
 	OPAL_CTR_OFFCPU_SAMPLED,   /* ... chosen by the threshold: start recorded */
-	OPAL_CTR_OFFCPU_FULL,      /* ... not recorded: OPAL_OFFCPU_MAX_THREADS reached */
+	OPAL_CTR_OFFCPU_FULL,      /* ... not recorded: no task storage for its start */
 	OPAL_CTR_OFFCPU_LOST,      /* off-CPU sample or end record: ring reservation failed */
 	OPAL_CTR_TCTX_SAMPLES,     /* samples with a valid thread context sent */
 	OPAL_CTR_TCTX_INVALID,     /* thread context records ignored: not valid
 				    * (an update under way), over the limit,
 				    * unreadable, or their ring record lost */
 	OPAL_CTR_INTERP_EARLY,     /* processes given interpreter walk parameters
-				    * by BPF (interp_files: exec, mmap, fork) */
+				    * by BPF (interp_files: exec, fork, a sample) */
+	OPAL_CTR_OFFCPU_CAPPED,    /* blocks chosen but not recorded: the CPU's
+				    * offcpu_max_rate for this second reached */
 	OPAL_CTR_MAX,
 };
 

@@ -256,6 +256,7 @@ static void fill_counters(struct collector *c, const uint64_t *bpf,
 	out->offcpu_switches = bpf[OPAL_CTR_OFFCPU_SWITCHES];
 	out->offcpu_sampled = bpf[OPAL_CTR_OFFCPU_SAMPLED];
 	out->offcpu_table_full = bpf[OPAL_CTR_OFFCPU_FULL];
+	out->offcpu_capped = bpf[OPAL_CTR_OFFCPU_CAPPED];
 	out->offcpu_lost = bpf[OPAL_CTR_OFFCPU_LOST];
 	out->offcpu_samples = c->ctr.offcpu_samples;
 	out->offcpu_unmatched = c->ctr.offcpu_unmatched;
@@ -421,8 +422,8 @@ static int setup(struct collector *c)
 	}
 	c->procs.command_line = c->opt.command_line;
 	err = opal_sampling_start(&c->smp, c->opt.frequency_hz, c->opt.lifecycle_bytes,
-				  c->opt.off_cpu ? c->opt.off_cpu_ppm : 0, on_record,
-				  c, why, sizeof(why));
+				  c->opt.off_cpu ? c->opt.off_cpu_ppm : 0, c->opt.off_cpu_max_rate,
+				  on_record, c, why, sizeof(why));
 	if (err < 0) {
 		opal_err("BPF unavailable: %s", why);
 		return -1;

@@ -13,7 +13,8 @@
 /* What opal_config_load fills; copied into struct opal_collector_options. */
 struct loaded {
 	char *socket, *symbolizer_user;
-	uint64_t frequency, interval, buffer_bytes, max_fds, lifecycle_bytes, off_cpu_ppm;
+	uint64_t frequency, interval, buffer_bytes, max_fds, lifecycle_bytes, off_cpu_ppm,
+		off_cpu_max_rate;
 	bool include_self, off_cpu, command_line, native_only, verbose;
 };
 
@@ -57,6 +58,12 @@ static const struct opal_opt opts[] = {
 	  .offset = offsetof(struct loaded, off_cpu_ppm), .def = "10000", .arg = "PPM",
 	  .help = "with --off-cpu: the blocking context switches recorded, per million "
 		  "(chosen at random)", .min = 1, .max = OPAL_MAX_OFFCPU_PPM },
+	{ .name = "off-cpu-max-rate", .type = OPAL_OPT_UINT,
+	  .offset = offsetof(struct loaded, off_cpu_max_rate),
+	  .def = "100", .arg = "N",
+	  .help = "with --off-cpu: blocking switches recorded per CPU per second at most, "
+		  "whatever the threshold picks (0: no bound)", .min = 0,
+	  .max = OPAL_MAX_OFFCPU_RATE },
 	{ .name = "command-line", .type = OPAL_OPT_BOOL,
 	  .offset = offsetof(struct loaded, command_line),
 	  .help = "send each process's command line (process.command_line, at most 4095 "
@@ -111,6 +118,7 @@ static int to_options(struct loaded *l, struct opal_collector_options *o, char *
 	o->include_self = l->include_self;
 	o->off_cpu = l->off_cpu;
 	o->off_cpu_ppm = (uint32_t)l->off_cpu_ppm;
+	o->off_cpu_max_rate = (uint32_t)l->off_cpu_max_rate;
 	o->command_line = l->command_line;
 	o->native_only = l->native_only;
 	o->verbose = l->verbose;
@@ -161,7 +169,8 @@ int opal_options_reload(int argc, char **argv, struct opal_collector_options *o)
 		.interval = o->interval_s, .buffer_bytes = o->buffer_bytes, .max_fds = o->max_fds,
 		.lifecycle_bytes = o->lifecycle_bytes,
 		.include_self = o->include_self, .off_cpu = o->off_cpu,
-		.off_cpu_ppm = o->off_cpu_ppm, .command_line = o->command_line,
+		.off_cpu_ppm = o->off_cpu_ppm, .off_cpu_max_rate = o->off_cpu_max_rate,
+		.command_line = o->command_line,
 		.native_only = o->native_only, .verbose = o->verbose,
 	}, next;
 	struct opal_config_plan plan;

@@ -23,7 +23,9 @@
 #define OPAL_MIN_BUFFER_BYTES     (64u << 10)
 #define OPAL_MAX_BUFFER_BYTES     (1ull << 30)
 #define OPAL_DEFAULT_OFFCPU_PPM   10000u        /* --off-cpu-threshold: 1% */
+#define OPAL_DEFAULT_OFFCPU_MAX_RATE 100u     /* --off-cpu-max-rate */
 #define OPAL_MAX_OFFCPU_PPM       1000000u
+#define OPAL_MAX_OFFCPU_RATE      1000000u   /* --off-cpu-max-rate, per CPU per second */
 #define OPAL_MIN_MAX_FDS          16u
 #define OPAL_MAX_MAX_FDS          (1u << 20)
 
@@ -41,6 +43,7 @@ struct opal_collector_options {
 	bool include_self;
 	bool off_cpu;                 /* off-CPU samples (docs/offcpu.md) */
 	uint32_t off_cpu_ppm;         /* blocking switches recorded, per million */
+	uint32_t off_cpu_max_rate;    /* ... per CPU per second at most (0: no bound) */
 	bool command_line;            /* send process.command_line (opt-in) */
 	bool native_only;             /* no interpreter frames (docs/interpreters.md) */
 	bool verbose;                 /* reloadable on SIGHUP */

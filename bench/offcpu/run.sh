@@ -5,8 +5,9 @@
 # --off-cpu-threshold (and without --off-cpu).
 # usage: sudo bench/offcpu/run.sh BUILD_DIR [SECONDS] [RATES] [THRESHOLDS]
 #   RATES: blocking switches per second wanted (default "10000 100000"),
-#   made by one pingpong per online CPU, pinned; THRESHOLDS: PPM values or
-#   "off" (default "off 10000 100000 1000000").
+#   made by one pingpong per online CPU, pinned; THRESHOLDS: PPM values,
+#   PPM/MAX (with --off-cpu-max-rate MAX; else the collector's default)
+#   or "off" (default "off 10000 10000/0 100000 1000000 1000000/0").
 # Prints one line per run: wanted rate, measured rate (voluntary switches
 # of the pingpong threads), threshold, collector CPU (% of one CPU), BPF
 # ns per sched_switch run (kernel.bpf_stats_enabled: every switch of the
@@ -15,7 +16,7 @@ set -euo pipefail
 build=$(cd "${1:?usage: run.sh BUILD_DIR [SECONDS] [RATES] [THRESHOLDS]}" && pwd)
 secs=${2:-10}
 rates=${3:-10000 100000}
-thresholds=${4:-off 10000 100000 1000000}
+thresholds=${4:-off 10000 10000/0 100000 1000000 1000000/0}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d /tmp/opal-bench-offcpu.XXXXXX)
 pp=$tmp/pingpong
@@ -44,13 +45,18 @@ printf '%-8s %-9s %-9s %-12s %-13s %s\n' want measured threshold collector% "bpf
 for rate in $rates; do
 	for th in $thresholds; do
 		d=$tmp/run
-		rm -rf "$d" && mkdir -p "$d/state" "$d/out" "$d/run" && chown nobody "$d/state" "$d/out" "$d/run"
+		rm -rf "$d" && mkdir -p "$d/state" "$d/out" "$d/run" && chown nobody "$d/state" "$d/out"
 		"$build/opal-symbolizer" --socket "$d/run/s.sock" --state-dir "$d/state" --out-dir "$d/out" \
 			--user nobody --http-listen none >"$d/sym.log" 2>&1 &
 		sym_pid=$!
 		sleep 1
 		args=(--socket "$d/run/s.sock" --interval 2)
-		[ "$th" != off ] && args+=(--off-cpu --off-cpu-threshold "$th")
+		if [ "$th" = off ]; then
+			args+=(--off-cpu=false)
+		else
+			args+=(--off-cpu --off-cpu-threshold "${th%/*}")
+			[ "$th" != "${th%/*}" ] && args+=(--off-cpu-max-rate "${th#*/}")
+		fi
 		"$build/opal-collector" "${args[@]}" >"$d/coll.log" 2>&1 &
 		coll_pid=$!
 		sleep 4

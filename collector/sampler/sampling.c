@@ -148,7 +148,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 }
 
 int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz, uint64_t lifecycle_bytes,
-			uint32_t off_cpu_ppm, int (*cb)(void *ctx, void *data, size_t size), void *ctx, char *why,
+			uint32_t off_cpu_ppm, uint32_t off_cpu_max_rate,
+			int (*cb)(void *ctx, void *data, size_t size), void *ctx, char *why,
 			size_t why_len)
 {
 	uint32_t life_size = lifecycle_size(lifecycle_bytes), ring_size;
@@ -207,6 +208,7 @@ int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz, uint64_t life
 	bpf_program__set_autoload(s->skel->progs.opal_mmap, kp.have[OPAL_KFEAT_VMA_ITER] != 1);
 	/* of 2^32, compared with bpf_get_prandom_u32() */
 	s->skel->rodata->offcpu_threshold = ((uint64_t)off_cpu_ppm << 32) / 1000000u;
+	s->skel->rodata->offcpu_max_rate = off_cpu_max_rate;
 	bpf_program__set_autoload(s->skel->progs.opal_switch, off_cpu_ppm != 0);
 	if ((err = opal_bpf_load(s->skel->skeleton, why, why_len)) < 0)
 		goto fail;
@@ -242,8 +244,8 @@ int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz, uint64_t life
 		goto fail;
 	}
 	if (off_cpu_ppm)
-		opal_info("off-CPU samples: %u of every 1000000 blocking context switches",
-			  off_cpu_ppm);
+		opal_info("off-CPU samples: %u of every 1000000 blocking context switches, at most "
+			  "%u per CPU per second (0: no bound)", off_cpu_ppm, off_cpu_max_rate);
 	if ((err = attach_cpus(s, why, why_len)) < 0)
 		goto fail;
 	return 0;

@@ -79,13 +79,16 @@ uint32_t opal_offcpu_ringbuf_size(size_t n_cpus, uint32_t off_cpu_ppm, uint32_t 
  * [OPAL_LIFECYCLE_MIN, OPAL_LIFECYCLE_MAX]). `off_cpu_ppm` (0: off, at
  * most 1000000) is the share of blocking context switches, per million,
  * that become off-CPU samples (flag OPAL_SAMPLE_OFF_CPU, each followed by
- * a struct opal_offcpu_end, docs/offcpu.md).
+ * a struct opal_offcpu_end, docs/offcpu.md), at most `off_cpu_max_rate`
+ * per CPU per second (0: no bound; the rest counted in
+ * OPAL_CTR_OFFCPU_CAPPED).
  * Returns 0 or a negative errno after writing a reason into `why`
  * (`why_len` bytes): missing privileges or kernel features (checked first,
  * kernel_check.h), a BPF program that failed to load (its verifier log is
  * logged, bpf_load.h), no CPU could be sampled. */
 int opal_sampling_start(struct opal_sampling *s, uint32_t freq_hz, uint64_t lifecycle_bytes,
-			uint32_t off_cpu_ppm, int (*cb)(void *ctx, void *data, size_t size), void *ctx, char *why,
+			uint32_t off_cpu_ppm, uint32_t off_cpu_max_rate,
+			int (*cb)(void *ctx, void *data, size_t size), void *ctx, char *why,
 			size_t why_len);
 
 /* Descriptors of the unwinder's maps (owned by the BPF object):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end checks of off-CPU profiles (issue 14, docs/offcpu.md): the real
-# collector (BPF, --off-cpu at every blocking switch) and symbolizer profile
+# collector (BPF, --off-cpu at every blocking switch, no rate bound) and symbolizer profile
 # tests/fixtures/offcpu, whose thread oc-sleep blocks in nanosleep and
 # oc-pipe in a pipe read for known times (the fixture measures them), while
 # oc-busy spins:
@@ -10,7 +10,9 @@
 #     measured itself blocked;
 #   - oc-busy shows in the CPU profile and not in the off-CPU one;
 #   - the OTLP request (to a test receiver, which checks the dictionary
-#     rules) holds both sample types; per-interval off-CPU files exist.
+#     rules) holds both sample types; per-interval off-CPU files exist;
+#   - --off-cpu-max-rate bounds the blocks recorded per CPU per second
+#     (the rest counted in offcpu_capped).
 # usage: tests/integration/test_offcpu.sh BUILD_DIR   (as root)
 # Prints PASS/FAIL per check and ends with "N passed, N failed"; exits
 # non-zero on any failure. Missing prerequisites are failures, not skips.
@@ -43,8 +45,8 @@ fi
 start_symbolizer "$tmp" "$tmp/symbolizer.log" --whole-run --export pprof,otlp \
 	--otlp-endpoint "http://127.0.0.1:$rcv_port" --http-listen 127.0.0.1:0 || finish
 port=$(http_port "$tmp/symbolizer.log")
-start_collector "$tmp/collector.log" --socket "$sock" --frequency 99 --interval 2 --off-cpu --off-cpu-threshold 1000000 \
-	${OPAL_IT_VERBOSE:+--verbose} || finish
+start_collector "$tmp/collector.log" --socket "$sock" --frequency 99 --interval 2 --off-cpu \
+	--off-cpu-threshold 1000000 --off-cpu-max-rate 0 ${OPAL_IT_VERBOSE:+--verbose} || finish
 
 # 40 blocks of 50 ms each: 2 s per blocking thread
 "$fx/offcpu" 50 40 >"$tmp/fixture.out" 2>&1
@@ -153,4 +155,29 @@ check("an OTLP request holds CPU and off-CPU samples of the fixture", both,
       "%d requests name the fixture, none with both sample types" % len(mine))
 PY
 )
+
+# ---- the rate bound ----------------------------------------------------------------------
+# every blocking switch picked, at most 5 recorded per CPU per second: the
+# fixture's two threads block 500 times a second each
+rm -rf "$tmp/state" "$tmp/out" && make_dirs "$tmp"
+start_symbolizer "$tmp" "$tmp/symbolizer2.log" --http-listen 127.0.0.1:0 || finish
+port=$(http_port "$tmp/symbolizer2.log")
+t0=$(date +%s)
+start_collector "$tmp/collector2.log" --socket "$sock" --frequency 20 --interval 2 --off-cpu \
+	--off-cpu-threshold 1000000 --off-cpu-max-rate 5 || finish
+"$fx/offcpu" 2 1000 >"$tmp/fixture2.out" 2>&1
+stop_daemon "collector stops cleanly (rate bound)" "$coll_pid" 30 "$tmp/collector2.log"
+elapsed=$(($(date +%s) - t0 + 1))
+wait_log "$tmp/symbolizer2.log" 'interval [0-9]* \(final\): ' 10
+metric() { curl -sf "http://127.0.0.1:$port/metrics" | awk -v m="opal_collector_$1_total" '$1 ~ "^" m "[{ ]" || $1 == m { s += $NF } END { print s + 0 }'; }
+sampled=$(metric offcpu_sampled) capped=$(metric offcpu_capped) full=$(metric offcpu_table_full)
+recorded=$((sampled - capped - full))
+bound=$((5 * $(nproc) * elapsed))
+if [ "$capped" -gt 0 ] && [ "$recorded" -le "$bound" ] && [ "$recorded" -gt 0 ]; then
+	pass "--off-cpu-max-rate 5: $recorded of $sampled picked blocks recorded in ${elapsed} s on $(nproc) CPUs (<= $bound), $capped capped"
+else
+	fail "--off-cpu-max-rate 5 bounds the blocks recorded" \
+		"$recorded of $sampled recorded in ${elapsed} s (want 1..$bound), $capped capped"
+fi
+stop_daemon "symbolizer stops cleanly (rate bound)" "$sym_pid" 30 "$tmp/symbolizer2.log"
 finish

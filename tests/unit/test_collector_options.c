@@ -54,6 +54,7 @@ static void test_defaults(void **state)
 	assert_false(o.include_self);
 	assert_false(o.off_cpu);
 	assert_int_equal(o.off_cpu_ppm, OPAL_DEFAULT_OFFCPU_PPM);
+	assert_int_equal(o.off_cpu_max_rate, OPAL_DEFAULT_OFFCPU_MAX_RATE);
 	assert_false(o.command_line);
 	assert_false(o.native_only);
 	assert_false(o.verbose);
@@ -78,6 +79,18 @@ static void test_off_cpu(void **state)
 	free(out);
 	free(err);
 	assert_int_equal(parse(&o, &out, &err, "--off-cpu-threshold", "0", NULL), -EINVAL);
+	free(out);
+	free(err);
+	assert_int_equal(parse(&o, &out, &err, "--off-cpu-max-rate", "0", NULL), 0);
+	assert_int_equal(o.off_cpu_max_rate, 0);
+	free(out);
+	free(err);
+	assert_int_equal(parse(&o, &out, &err, "--off-cpu-max-rate=250", NULL), 0);
+	assert_int_equal(o.off_cpu_max_rate, 250);
+	free(out);
+	free(err);
+	assert_int_equal(parse(&o, &out, &err, "--off-cpu-max-rate", "1000001", NULL), -EINVAL);
+	assert_non_null(strstr(err, "off-cpu-max-rate"));
 	free(out);
 	free(err);
 }

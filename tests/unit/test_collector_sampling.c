@@ -140,7 +140,7 @@ static void test_bpf_sampler(void **state)
 	if (geteuid() != 0)
 		fail_msg("this test loads the BPF sampler: run it as root (make test does)");
 	uint64_t t0 = opal_mono_ns();
-	int err = opal_sampling_start(&smp, 997, 2u << 20, 0, on_record, &s, why, sizeof(why));
+	int err = opal_sampling_start(&smp, 997, 2u << 20, 0, 0, on_record, &s, why, sizeof(why));
 	if (err)
 		fail_msg("opal_sampling_start: %s", why);
 	assert_int_equal(smp.period_ns, 1000000000ull / 997);
