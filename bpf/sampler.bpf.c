@@ -844,21 +844,28 @@ int opal_sample(struct bpf_perf_event_data *ctx)
 const volatile __u64 offcpu_threshold = 0;
 const volatile __u32 offcpu_max_rate = 0;
 
-/* Per thread: bpf_ktime_get_ns() when it blocked, for the blocks the
- * threshold chose, until it runs again (0: none). Task storage, not a
- * per-CPU map: the thread may run again on any CPU; and not a hash by
- * tid: the look-up at every switch in is a pointer away, and a thread
- * never chosen has none. Freed with the thread. */
-struct offcpu_task {
-	__u64 start_ns;
-};
-
+/* tid -> bpf_ktime_get_ns() when the thread blocked, for the blocks the
+ * threshold chose, until the thread runs again. A hash, not a per-CPU
+ * map: the thread may run again on any CPU. Only preallocated maps here:
+ * sched_switch runs under the run queue's lock, where an allocation (task
+ * storage allocates on 6.1) may wake kswapd onto that same lock. */
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct offcpu_task);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OPAL_OFFCPU_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, __u64);
 } offcpu_start SEC(".maps");
+
+/* Recorded threads per slot (tid % OPAL_OFFCPU_SLOTS): the switch in,
+ * which runs at every context switch of the machine, looks in the hash
+ * only for a tid whose slot is not 0; an array look-up is inlined. */
+#define OPAL_OFFCPU_SLOTS 65536
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, OPAL_OFFCPU_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_slots SEC(".maps");
 
 /* Per CPU: the blocks recorded in the current one-second window, against
  * offcpu_max_rate. */
@@ -923,8 +930,8 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32, cpu;
+	__u32 slot_key = tid & (OPAL_OFFCPU_SLOTS - 1), *slot;
 	struct opal_sample_event *ev;
-	struct offcpu_task *t;
 	struct scratch *s;
 	unsigned int state;
 	long n;
@@ -950,12 +957,12 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev)
 	if (!s)
 		return;
 	ev = sample_begin(s, pid_tgid, cpu);
-	t = bpf_task_storage_get(&offcpu_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!t) {
+	slot = bpf_map_lookup_elem(&offcpu_slots, &slot_key);
+	if (!slot || bpf_map_update_elem(&offcpu_start, &tid, &ev->ktime_ns, BPF_NOEXIST) < 0) {
 		count(OPAL_CTR_OFFCPU_FULL);
 		return;
 	}
-	t->start_ns = ev->ktime_ns;
+	__sync_fetch_and_add(slot, 1);
 	ev->flags = OPAL_SAMPLE_OFF_CPU;
 	/* the leaf is __schedule: this program and bpf_trace_run4 skipped */
 	n = bpf_get_stack(ctx, ev->kstack, sizeof(ev->kstack), OPAL_OFFCPU_SKIP & BPF_F_SKIP_FIELD_MASK);
@@ -967,7 +974,8 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev)
 	 * does not crowd out the few-KiB records of the rest. */
 	if ((ev->flags & OPAL_SAMPLE_DEFERRED) && events_wakeup() == BPF_RB_FORCE_WAKEUP) {
 		count(OPAL_CTR_OFFCPU_LOST);
-		t->start_ns = 0;
+		bpf_map_delete_elem(&offcpu_start, &tid);
+		__sync_fetch_and_add(slot, -1);
 		return;
 	}
 	sample_send(s, OPAL_CTR_OFFCPU_LOST);
@@ -977,14 +985,16 @@ static __always_inline void offcpu_out(void *ctx, struct task_struct *prev)
  * record, with the time it was off CPU. */
 static __always_inline void offcpu_in(struct task_struct *next)
 {
-	struct offcpu_task *t = bpf_task_storage_get(&offcpu_start, next, 0, 0);
+	__u32 tid = next->pid, slot_key = tid & (OPAL_OFFCPU_SLOTS - 1), *slot;
 	struct opal_offcpu_end *e;
-	__u64 now, start;
+	__u64 now, start, *t;
 
-	if (!t || !t->start_ns)
+	slot = bpf_map_lookup_elem(&offcpu_slots, &slot_key);
+	if (!slot || !*slot || !(t = bpf_map_lookup_elem(&offcpu_start, &tid)))
 		return;
-	start = t->start_ns;
-	t->start_ns = 0;
+	start = *t;
+	bpf_map_delete_elem(&offcpu_start, &tid);
+	__sync_fetch_and_add(slot, -1);
 	now = bpf_ktime_get_ns();
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -993,7 +1003,7 @@ static __always_inline void offcpu_in(struct task_struct *next)
 	}
 	e->kind = OPAL_EVENT_OFFCPU_END;
 	e->pid = next->tgid;
-	e->tid = next->pid;
+	e->tid = tid;
 	e->cpu = bpf_get_smp_processor_id();
 	e->ktime_ns = now;
 	e->off_cpu_ns = now > start ? now - start : 0;

@@ -41,8 +41,10 @@ enum opal_event_kind {
 				      * its struct opal_offcpu_end follows */
 #define OPAL_SAMPLE_THREAD_CTX   0x100u /* its struct opal_tctx_event precedes it */
 
-/* Off-CPU stacks the collector holds at once awaiting their end record
- * (collector/stack/offcpu.c; the oldest dropped past it). */
+/* Threads whose off-CPU start is recorded at once (blocked and picked,
+ * not yet run again): a block past it is counted in OPAL_CTR_OFFCPU_FULL
+ * and not sampled. Also the off-CPU stacks the collector holds awaiting
+ * their end record (collector/stack/offcpu.c). */
 #define OPAL_OFFCPU_MAX_THREADS 32768
 
 /* One CPU-clock sample of a non-idle, non-excluded task, or (flag
@@ -130,7 +132,7 @@ enum opal_counter {
 	OPAL_CTR_VMA_CHECKS,       /* bpf_find_vma calls */
 	OPAL_CTR_OFFCPU_SWITCHES,  /* user tasks switched out blocking (not preempted) */
 	OPAL_CTR_OFFCPU_SAMPLED,   /* ... chosen by the threshold: start recorded */
-	OPAL_CTR_OFFCPU_FULL,      /* ... not recorded: no task storage for its start */
+	OPAL_CTR_OFFCPU_FULL,      /* ... not recorded: OPAL_OFFCPU_MAX_THREADS reached */
 	OPAL_CTR_OFFCPU_LOST,      /* off-CPU sample or end record: ring reservation failed */
 	OPAL_CTR_TCTX_SAMPLES,     /* samples with a valid thread context sent */
 	OPAL_CTR_TCTX_INVALID,     /* thread context records ignored: not valid

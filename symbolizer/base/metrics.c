@@ -310,7 +310,7 @@ static void render_collectors(FILE *f)
 		  "User tasks switched out blocking (not preempted), with --off-cpu"),
 		F(offcpu_sampled, "offcpu_sampled", "Blocking switches picked by the off-CPU threshold"),
 		F(offcpu_table_full, "offcpu_table_full",
-		  "Blocking switches not recorded: no task storage for their start (memory)"),
+		  "Blocking switches not recorded: too many threads blocked at once"),
 		F(offcpu_lost, "offcpu_lost", "Off-CPU samples lost because the ring buffer was full"),
 		F(offcpu_samples, "offcpu_samples", "Off-CPU samples added to intervals"),
 		F(offcpu_unmatched, "offcpu_unmatched",
