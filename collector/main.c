@@ -344,9 +344,11 @@ static void close_interval(struct collector *c, bool final)
 			c->ctr.intervals_dropped += (uint64_t)dropped;
 		}
 	}
-	opal_debug("interval %llu%s: %zu samples, %zu stacks, %llu idle, %zu bytes, %zu files, "
-		   "%zu queued", (unsigned long long)m.seq, final ? " (final)" : "",
-		   opal_agg_n_samples(c->agg), opal_agg_n_stacks(c->agg),
+	opal_debug("interval %llu%s: %zu CPU samples, %zu off-CPU samples, %zu stacks, %llu idle, "
+		   "%zu bytes, %zu files, %zu queued", (unsigned long long)m.seq,
+		   final ? " (final)" : "",
+		   opal_agg_n_samples(c->agg) - opal_agg_n_off_cpu(c->agg),
+		   opal_agg_n_off_cpu(c->agg), opal_agg_n_stacks(c->agg),
 		   (unsigned long long)m.idle_samples, e.len, e.n_ids, c->q.n);
 	opal_notify_status("interval %llu: %zu samples; %zu intervals unacknowledged; "
 			   "%llu intervals dropped", (unsigned long long)m.seq,

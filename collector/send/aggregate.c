@@ -83,7 +83,7 @@ struct opal_agg {
 	struct agg_proc **proc_list;
 	size_t n_procs, cap_procs;
 	struct opal_htab stacks;
-	size_t n_stacks, n_samples, est_bytes;
+	size_t n_stacks, n_samples, n_off_cpu, est_bytes;
 };
 
 #define AGG_FIRST_CAP 8   /* processes, threads, mappings, stacks first allocated */
@@ -147,6 +147,7 @@ void opal_agg_reset(struct opal_agg *a)
 	a->stacks.count = 0;
 	a->n_stacks = 0;
 	a->n_samples = 0;
+	a->n_off_cpu = 0;
 	a->est_bytes = 0;
 }
 
@@ -164,6 +165,11 @@ void opal_agg_free(struct opal_agg *a)
 size_t opal_agg_n_samples(const struct opal_agg *a)
 {
 	return a->n_samples;
+}
+
+size_t opal_agg_n_off_cpu(const struct opal_agg *a)
+{
+	return a->n_off_cpu;
 }
 
 size_t opal_agg_n_stacks(const struct opal_agg *a)
@@ -506,6 +512,7 @@ int opal_agg_add(struct opal_agg *a, const struct opal_agg_sample *s)
 	if (add_time(st, s->time_unix_ns, s->cpu, s->off_cpu_ns) < 0)
 		return -ENOMEM;
 	a->n_samples++;
+	a->n_off_cpu += s->off_cpu;
 	a->est_bytes += EST_SAMPLE + (s->off_cpu ? EST_OFF_CPU : 0);
 	return 0;
 }

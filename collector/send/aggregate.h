@@ -66,7 +66,10 @@ struct opal_agg_sample {
  * without mapping, or -ENOMEM. */
 int opal_agg_add(struct opal_agg *a, const struct opal_agg_sample *s);
 
+/* Samples added since the last reset: all of them (the bound counts
+ * both kinds), and of those the off-CPU ones. */
 size_t opal_agg_n_samples(const struct opal_agg *a);
+size_t opal_agg_n_off_cpu(const struct opal_agg *a);
 size_t opal_agg_n_stacks(const struct opal_agg *a);
 
 struct opal_interval_meta {

@@ -87,10 +87,10 @@ else
 	show_log symbolizer "$tmp/symbolizer.log"
 	finish
 fi
-if compgen -G "$out/intervals/*.pb.gz" >/dev/null; then
+if compgen -G "$out/intervals/interval-*.pb.gz" >/dev/null; then
 	pass "interval profiles written"
 else
-	fail "interval profiles written" "no $out/intervals/*.pb.gz"
+	fail "interval profiles written" "no $out/intervals/interval-*.pb.gz"
 fi
 
 if "$report" check "$profile" >"$tmp/check.txt" 2>&1; then

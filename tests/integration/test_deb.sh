@@ -479,7 +479,7 @@ grep -q 'listening on .* (socket activation)' "$slog" &&
 	fail "symbolizer took the socket" "$(grep listening "$slog")"
 interval=$(sed -nE 's/.*--interval ([0-9]+).*/\1/p' "$root/etc/opal/opal.env")
 busy_load "$(( ${interval:-5} + 2 ))"
-profile=$(ls "$root"/var/lib/opal/out/intervals/*.pb.gz 2>/dev/null | head -n 1)
+profile=$(ls "$root"/var/lib/opal/out/intervals/interval-*.pb.gz 2>/dev/null | head -n 1)
 top=$(in_root opal-report top -n 3 "/var/lib/opal/out/intervals/${profile##*/}" 2>&1)
 total=$(echo "$top" | sed -nE 's/.*total ([0-9]+) samples.*/\1/p' | head -n 1)
 if [ -n "$profile" ] && [ "${total:-0}" -gt 0 ]; then

@@ -45,7 +45,7 @@ metric() {
 		awk -v m="$1" '$1 == m { v = $2 } END { print v + 0 }'
 }
 refused() { metric "opal_debug_decompress_refused_total{reason=\"$1\"}"; }
-intervals() { find "$tmp/out/intervals" -name '*.pb.gz' 2>/dev/null | wc -l; }
+intervals() { find "$tmp/out/intervals" -name 'interval-*.pb.gz' 2>/dev/null | wc -l; }
 hwm_kb() { awk '$1 == "VmHWM:" { print $2 }' "/proc/$sym_pid/status" 2>/dev/null; }
 
 # watch_hwm FILE: records the symbolizer's VmHWM every 0.1 s into FILE

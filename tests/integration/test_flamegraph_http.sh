@@ -150,7 +150,7 @@ else
 fi
 
 n_recent=$(find "$tmp/state/recent" -name 'recent-*.pb.gz' | wc -l)
-n_int=$(find "$tmp/out/intervals" -name '*.pb.gz' | wc -l)
+n_int=$(find "$tmp/out/intervals" -name 'interval-*.pb.gz' | wc -l)
 if [ "$n_recent" -ge 5 ] && [ "$n_recent" -le 40 ]; then
 	pass "recent profiles kept in state-dir/recent within --flamegraph-keep 40 ($n_recent; $n_int interval files)"
 else

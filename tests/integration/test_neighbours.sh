@@ -208,7 +208,7 @@ s.sendall(frame(interval(93, 1, 4242, "umask", [m], [stack([frame_msg(1, 0x1234,
 read_ack(s)
 PY
 	) >"$d/run.log" 2>&1
-	iv=$(find "$d/out/intervals" -name '*.pb.gz' | head -n 1)
+	iv=$(find "$d/out/intervals" -name 'interval-*.pb.gz' | head -n 1)
 	got=$(stat -c '%a %G' "$d/out" "$d/out/intervals" "$iv" "$d/state" "$d/state/state.db" 2>&1 | tr '\n' ' ')
 	if [ $mode = private ]; then
 		want="700 nogroup 700 nogroup 600 nogroup 700 nogroup 600 nogroup "

@@ -124,7 +124,7 @@ if start_otlp_receiver profiles "$script"; then
 		OTEL_EXPORTER_OTLP_HEADERS="x-opal-test=integration"
 		OTEL_EXPORTER_OTLP_TIMEOUT=1500)
 	if run_phase profiles 14 --export pprof,otlp; then
-		n_int=$(find "$tmp/profiles/out/intervals" -name '*.pb.gz' | wc -l)
+		n_int=$(find "$tmp/profiles/out/intervals" -name 'interval-*.pb.gz' | wc -l)
 		# 14 s of 1 s intervals while the exporter waited 3 s + 1.5 s + backoffs
 		if [ "$n_int" -ge 10 ]; then
 			pass "profiles: symbolization not blocked by export ($n_int intervals written)"

@@ -59,10 +59,10 @@ busy=$!
 # count_files DIR PATTERN
 count_files() { find "$1" -name "$2" 2>/dev/null | wc -l; }
 for _ in $(seq 150); do
-	[ "$(count_files "$tmp/out/intervals" '*.pb.gz')" -ge 3 ] && break
+	[ "$(count_files "$tmp/out/intervals" 'interval-*.pb.gz')" -ge 3 ] && break
 	sleep 0.1
 done
-n=$(count_files "$tmp/out/intervals" '*.pb.gz')
+n=$(count_files "$tmp/out/intervals" 'interval-*.pb.gz')
 check "intervals of 1 s written before the reload ($n)" test "$n" -ge 3
 
 # ---- symbolizer: applied and needs-restart changes ------------------------------
@@ -84,7 +84,7 @@ for _ in $(seq 150); do
 	[ "$(grep -c '"path": *"/v1/logs"' "$rcv_log" 2>/dev/null)" -ge 2 ] && break
 	sleep 0.1
 done
-n=$(find "$tmp/out/intervals" -name '*.pb.gz' | wc -l)
+n=$(find "$tmp/out/intervals" -name 'interval-*.pb.gz' | wc -l)
 why="$n interval files"
 check "keep-intervals 2 applied: $n interval files left" test "$n" -le 2
 n=$(find "$tmp/state/recent" -name 'recent-*.pb.gz' | wc -l)
@@ -136,16 +136,16 @@ check "collector log: frequency needs a restart" \
 	grep -q "SIGHUP: frequency changed in the configuration: needs a restart" "$tmp/collector.log"
 # Three intervals after the reload, so that the last two kept are both of
 # the new length.
-seq_now=$(find "$tmp/out/intervals" -name '*.pb.gz' -printf '%f\n' | sort | tail -n 1 |
+seq_now=$(find "$tmp/out/intervals" -name 'interval-*.pb.gz' -printf '%f\n' | sort | tail -n 1 |
 	sed -n 's/^interval-[0-9]*-0*\([0-9]*\)\.pb\.gz$/\1/p')
 for _ in $(seq 200); do
-	last=$(find "$tmp/out/intervals" -name '*.pb.gz' -printf '%f\n' | sort | tail -n 1 |
+	last=$(find "$tmp/out/intervals" -name 'interval-*.pb.gz' -printf '%f\n' | sort | tail -n 1 |
 		sed -n 's/^interval-[0-9]*-0*\([0-9]*\)\.pb\.gz$/\1/p')
 	[ -n "$last" ] && [ "$last" -ge $((${seq_now:-0} + 3)) ] && break
 	sleep 0.1
 done
 # The two interval files kept are the last two: 2 s apart now.
-mapfile -t starts < <(find "$tmp/out/intervals" -name '*.pb.gz' -printf '%f\n' | sort |
+mapfile -t starts < <(find "$tmp/out/intervals" -name 'interval-*.pb.gz' -printf '%f\n' | sort |
 	sed -n 's/^interval-\([0-9]*\)-.*/\1/p')
 gap=0
 [ "${#starts[@]}" -eq 2 ] && gap=$(( (10#${starts[1]} - 10#${starts[0]}) / 1000000 ))

@@ -170,9 +170,10 @@ samples_by_file() {
 }
 
 # samples_by_collector LOG: "seq samples" of every interval the collector
-# packed (its debug log).
+# packed (its debug log): CPU samples, which interval-*.pb.gz and
+# samples_total count (off-CPU ones go to offcpu-*.pb.gz).
 samples_by_collector() {
-	sed -nE 's/^<7>opal-collector: interval ([0-9]+)( \(final\))?: ([0-9]+) samples.*/\1 \3/p' "$1" |
+	sed -nE 's/^<7>opal-collector: interval ([0-9]+)( \(final\))?: ([0-9]+) CPU samples.*/\1 \3/p' "$1" |
 		sort -k1,1   # join's order
 }
 

@@ -52,7 +52,7 @@ stop_case() {
 		fail "$mode: symbolizer stop" "$ms ms, exit status $wait_rc (deadline $DEADLINE_MS ms)"
 		show_log symbolizer "$d/sym.log"
 	fi
-	n=$(find "$d/out/intervals" -name '*.pb.gz' | wc -l)
+	n=$(find "$d/out/intervals" -name 'interval-*.pb.gz' | wc -l)
 	if grep -q "final ack ($((4711)), 2)" "$d/load.log" && [ "$n" -eq 2 ] && [ -s "$d/out/profile.pb.gz" ]; then
 		pass "$mode: final interval sent after SIGTERM written and acknowledged ($n interval files, whole-run profile)"
 	else

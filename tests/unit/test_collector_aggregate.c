@@ -328,6 +328,51 @@ static void test_native_frame_needs_mapping(void **state)
 	opal_agg_free(a);
 }
 
+/* Off-CPU samples of the same frames are a Stack of their own, counted
+ * apart from the CPU samples, and forgotten by a reset. */
+static void test_off_cpu_counted_apart(void **state)
+{
+	(void)state;
+	struct opal_agg *a = new_agg(10, 10, 1 << 20);
+	struct opal_frame f[] = { F(NATIVE, 0x1400, &map_exe, false) };
+	struct opal_agg_sample s = {
+		.pid = 1, .tid = 1, .time_unix_ns = 5, .thread_name = "a", .proc = &info_app,
+		.frames = f, .n_frames = 1, .off_cpu = true, .off_cpu_ns = 7000,
+	};
+
+	assert_int_equal(add(a, 1, 1, 0, 4, &info_app, "a", f, 1), 0);
+	assert_int_equal(opal_agg_add(a, &s), 0);
+	s.time_unix_ns = 6;
+	s.off_cpu_ns = 9000;
+	assert_int_equal(opal_agg_add(a, &s), 0);
+	assert_int_equal(opal_agg_n_samples(a), 3);
+	assert_int_equal(opal_agg_n_off_cpu(a), 2);
+	assert_int_equal(opal_agg_n_stacks(a), 2);
+
+	opal_file_id *ids;
+	size_t n_ids;
+	Opal__Wire__V1__Interval *iv = pack(a, &ids, &n_ids);
+	Opal__Wire__V1__Thread *t = find_thread(find_proc(iv, 1, "/bin/app"), 1);
+	size_t off = 0, on = 0;
+	for (size_t i = 0; i < t->n_stacks; i++) {
+		if (t->stacks[i]->n_off_cpu_ns) {
+			assert_int_equal(t->stacks[i]->n_off_cpu_ns, 2);
+			assert_int_equal(t->stacks[i]->off_cpu_ns[0] + t->stacks[i]->off_cpu_ns[1], 16000);
+			off++;
+		} else {
+			on++;
+		}
+	}
+	assert_int_equal(off, 1);
+	assert_int_equal(on, 1);
+	free(ids);
+	opal__wire__v1__interval__free_unpacked(iv, NULL);
+
+	opal_agg_reset(a);
+	assert_int_equal(opal_agg_n_off_cpu(a), 0);
+	opal_agg_free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -335,6 +380,7 @@ int main(void)
 		cmocka_unit_test(test_stack_bound),
 		cmocka_unit_test(test_sample_and_byte_bounds),
 		cmocka_unit_test(test_native_frame_needs_mapping),
+		cmocka_unit_test(test_off_cpu_counted_apart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
