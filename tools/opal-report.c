@@ -103,8 +103,9 @@ static int flamegraph_cmd(int argc, char **argv)
 	if (err)
 		fprintf(stderr, "opal-report: flame graph %s: %s\n", out, strerror(-err));
 	else
-		printf("%s: %llu samples, %zu frames%s\n", out,
-		       (unsigned long long)opal_flamegraph_total(fg), opal_flamegraph_n_nodes(fg) - 1,
+		printf("%s: %llu %s, %zu frames%s\n", out,
+		       (unsigned long long)opal_flamegraph_total(fg), opal_flamegraph_unit(fg),
+		       opal_flamegraph_n_nodes(fg) - 1,
 		       f.pid ? " (one pid)" : "");
 	if (!err && opal_flamegraph_truncated(fg))
 		fprintf(stderr, "opal-report: %llu samples counted in a shallower frame: the graph "

@@ -108,6 +108,11 @@ uint64_t opal_flamegraph_total(const struct opal_flamegraph *fg)
 	return fg->nodes[0].value;
 }
 
+const char *opal_flamegraph_unit(const struct opal_flamegraph *fg)
+{
+	return fg->unit ? fg->unit : "samples";
+}
+
 uint64_t opal_flamegraph_truncated(const struct opal_flamegraph *fg)
 {
 	return fg->truncated;
@@ -569,7 +574,7 @@ static void write_data(const struct opal_flamegraph *fg, const char *title, cons
 	fputs("{\"title\":", out);
 	json_str(out, title);
 	fprintf(out, ",\"unit\":\"%s\",\"total\":%llu,\"truncated\":%llu,\"link\":",
-		fg->unit ? fg->unit : "samples", (unsigned long long)fg->nodes[0].value,
+		opal_flamegraph_unit(fg), (unsigned long long)fg->nodes[0].value,
 		(unsigned long long)fg->truncated);
 	if (fg->link_text[0]) {
 		fputs("{\"text\":", out);

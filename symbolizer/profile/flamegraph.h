@@ -70,8 +70,11 @@ int opal_flamegraph_add_pprof(struct opal_flamegraph *fg, const Perftools__Profi
  * 63 and 511 bytes): the flame graph's other view. */
 void opal_flamegraph_set_link(struct opal_flamegraph *fg, const char *text, const char *href);
 
-/* Samples in the tree (the root's total). */
+/* The tree's total (the root's value), in opal_flamegraph_unit(). */
 uint64_t opal_flamegraph_total(const struct opal_flamegraph *fg);
+/* What the values count: "samples", or "ns off CPU" for an off-CPU
+ * profile. A static string. */
+const char *opal_flamegraph_unit(const struct opal_flamegraph *fg);
 /* Samples whose stack was cut by OPAL_FLAMEGRAPH_MAX_NODES / _MAX_DEPTH. */
 uint64_t opal_flamegraph_truncated(const struct opal_flamegraph *fg);
 /* Nodes in the tree, root included. */
