@@ -12,7 +12,7 @@ DURATION   ?= 10
 FREQUENCY  ?= 20
 INTERVAL   ?= 5
 DEMO       ?= 1
-OFFCPU     ?= 1
+OFFCPU     ?= 0
 OUT        ?= out
 
 PKGS       := libbpf libelf libdw sqlite3 libprotobuf-c jansson libmicrohttpd libcurl zlib libcrypto libseccomp \

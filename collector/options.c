@@ -52,9 +52,8 @@ static const struct opal_opt opts[] = {
 	  .offset = offsetof(struct loaded, include_self),
 	  .help = "also sample opal's own processes (excluded by default)" },
 	{ .name = "off-cpu", .type = OPAL_OPT_BOOL, .offset = offsetof(struct loaded, off_cpu),
-	  .def = "true",
 	  .help = "also record off-CPU time: the stack of each thread that blocks, with the "
-		  "nanoseconds until it runs again (docs/offcpu.md; --off-cpu=false: CPU only)" },
+		  "nanoseconds until it runs again (docs/offcpu.md)" },
 	{ .name = "off-cpu-threshold", .type = OPAL_OPT_UINT,
 	  .offset = offsetof(struct loaded, off_cpu_ppm), .def = "10000", .arg = "PPM",
 	  .help = "with --off-cpu: the blocking context switches recorded, per million "
@@ -79,7 +78,7 @@ static const struct opal_opt opts[] = {
 
 static const struct opal_config_spec spec = {
 	.prog = "opal-collector",
-	.usage = "Samples on-CPU and off-CPU stacks of every process with eBPF and sends them to "
+	.usage = "Samples on-CPU (and with --off-cpu off-CPU) stacks of every process with eBPF and sends them to "
 		 "opal-symbolizer.\nRuns as root. SIGHUP re-reads the configuration: options "
 		 "marked \"reloadable\" take\neffect, others need a restart.",
 	.opts = opts,

@@ -1,12 +1,10 @@
 """The demo load of `make run` (scripts/run.sh): a small Python program
 spending its time in named functions, some in C (zlib, json, sort) called
 from Python, so that a fresh, idle machine still shows mixed stacks from
-the kernel through the interpreter into these functions, and waiting in
-one of its own (wait_round: short sleeps, for the off-CPU profile). Runs
-until killed."""
+the kernel through the interpreter into these functions. Runs until
+killed."""
 import json
 import os
-import time
 import zlib
 
 
@@ -28,17 +26,11 @@ def sort_round():
     return sorted(range(200000), key=sort_key)[0]
 
 
-def wait_round():
-    for _ in range(200):
-        time.sleep(0.001)
-
-
 def main():
     while True:
         compress_round()
         json_round()
         sort_round()
-        wait_round()
 
 
 main()

@@ -3,7 +3,7 @@
 # profiles in the output folder, then prints the top functions.
 set -euo pipefail
 
-BUILD=build OUT=out DURATION=10 FREQUENCY=20 INTERVAL=5 STATE=var RUN_USER=nobody DEMO=1 OFFCPU=1
+BUILD=build OUT=out DURATION=10 FREQUENCY=20 INTERVAL=5 STATE=var RUN_USER=nobody DEMO=1 OFFCPU=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--build) BUILD=$2; shift 2 ;;
@@ -73,8 +73,8 @@ done
 [ -S "$SOCK" ] || die "opal-symbolizer did not create $SOCK"
 echo "make run: opal-symbolizer is pid $sym_pid (its own session)" >&2
 
-offcpu_args=(--off-cpu=true)
-[ "$OFFCPU" = 1 ] || offcpu_args=(--off-cpu=false)
+offcpu_args=()
+[ "$OFFCPU" = 1 ] && offcpu_args=(--off-cpu)
 # The socket lies in the state folder, which the symbolizer owns as
 # $RUN_USER: the collector must trust that user as its listener.
 setsid "$BUILD/opal-collector" --socket "$SOCK" --frequency "$FREQUENCY" --interval "$INTERVAL" \
@@ -117,9 +117,8 @@ fi
 rm -f "$OUT/.top-python"
 "$BUILD/opal-report" check "$OUT/profile.pb.gz" || die "the profile is incomplete (see above)"
 echo "make run: wrote $OUT/profile.pb.gz (pprof), $OUT/profile.otlp.pb (OTLP), $OUT/flamegraph.html and $OUT/intervals/" >&2
-if [ "$OFFCPU" = 1 ] && [ ! -s "$OUT/offcpu.pb.gz" ]; then
-	echo "make run: no off-CPU sample in this run (1 in 100 blocking context switches is recorded: --off-cpu-threshold)" >&2
-elif [ "$OFFCPU" = 1 ]; then
+if [ "$OFFCPU" = 1 ]; then
+	[ -s "$OUT/offcpu.pb.gz" ] || die "$OUT/offcpu.pb.gz was not written"
 	"$BUILD/opal-report" flamegraph "$OUT/offcpu.pb.gz" -o "$OUT/offcpu-flamegraph.html" \
 		--title "opal: $(hostname), ${DURATION}s off CPU" ||
 		die "writing $OUT/offcpu-flamegraph.html failed"

@@ -1,9 +1,8 @@
 #!/usr/bin/python3
 """Profiler overhead benchmark (docs/performance.md, "Overhead").
 
-Measures opal-collector (tool "opal": the CPU profile alone, with
---off-cpu=false; "opal-offcpu": as it runs by default, off-CPU profiles at
-their default threshold too) and its peers, `perf record -a -g` and
+Measures opal-collector (tool "opal"; "opal-offcpu" is the same with
+--off-cpu at its default threshold) and its peers, `perf record -a -g` and
 bpftrace's profile probe, one at a time on the same machine in the same run, while
 two busy loops keep every CPU busy (run by bench/overhead/run.sh, which
 builds things first; see there for the command line).
@@ -57,10 +56,9 @@ import roots  # noqa: E402
 
 NCPU = os.cpu_count() or 1
 PY311 = "/usr/bin/python3.11"
-# opal's tools: the collector's extra arguments. "opal" is the CPU profile
-# alone, as perf and bpftrace take it; "opal-offcpu" the collector as it
-# runs by default, with off-CPU profiles (docs/offcpu.md).
-OPALS = {"opal": ["--off-cpu=false"], "opal-offcpu": []}
+# opal's tools: the collector's extra arguments. opal-offcpu adds off-CPU
+# profiles at the default threshold (docs/offcpu.md).
+OPALS = {"opal": [], "opal-offcpu": ["--off-cpu"]}
 
 
 # ---- process accounting ----------------------------------------------------

@@ -4,9 +4,7 @@
 # usage: bench/overhead/run.sh [--build DIR] [--repeat N] [--measure S]
 #                              [--warmup S] [--freqs 20,99] [--rounds N]
 #                              [--slowdown-seconds S] [--tools opal,perf,bpftrace]
-#   (opal: the CPU profile alone, --off-cpu=false; --tools may also name
-#   opal-offcpu: the collector's default, off-CPU profiles at the default
-#   threshold too)
+#   (--tools may also name opal-offcpu: opal with --off-cpu at its default threshold)
 #
 # With both CPUs kept busy (uw_work qsort 20 and Debian's python3.11 running
 # bench/unwind/pyloop.py), runs opal-collector, `perf record -a -g` and

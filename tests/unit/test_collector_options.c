@@ -52,7 +52,7 @@ static void test_defaults(void **state)
 	assert_int_equal(o.max_fds, OPAL_DEFAULT_MAX_FDS);
 	assert_int_equal(o.lifecycle_bytes, OPAL_DEFAULT_LIFECYCLE);
 	assert_false(o.include_self);
-	assert_true(o.off_cpu);
+	assert_false(o.off_cpu);
 	assert_int_equal(o.off_cpu_ppm, OPAL_DEFAULT_OFFCPU_PPM);
 	assert_int_equal(o.off_cpu_max_rate, OPAL_DEFAULT_OFFCPU_MAX_RATE);
 	assert_false(o.command_line);
