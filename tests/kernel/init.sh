@@ -5,7 +5,8 @@
 # / (9p tag "hostroot", read-only) on /newroot and the results folder (tag
 # "results", read-write) at its host path inside it, gives the chroot its
 # own /proc, /sys, /dev, bpffs, debugfs, tracefs, securityfs and tmpfs
-# /tmp, /run and /dev/shm, runs RESULTS/cmd with bash in the chroot (output
+# /tmp, /run and /dev/shm, copies the kernel's text symbols into
+# RESULTS/kallsyms, runs RESULTS/cmd with bash in the chroot (output
 # into RESULTS/output), writes its exit status to RESULTS/status and powers
 # off.
 # The host path of the results folder is the kernel parameter
@@ -70,6 +71,8 @@ mount -t tracefs tracefs $r/sys/kernel/tracing 2>/dev/null
 mount -t securityfs securityfs $r/sys/kernel/security 2>/dev/null
 mount -t tmpfs -o mode=1777 tmpfs $r/tmp || fail "mounting /tmp"
 mount -t tmpfs -o mode=0755 tmpfs $r/run || fail "mounting /run"
+# the kernel's text symbols, for the RIPs of a stuck guest (vcpu_rips.py)
+grep ' [tT] ' /proc/kallsyms >"$r$results/kallsyms"
 ip link set lo up || fail "bringing up the loopback interface"
 hostname opal-guest
 

@@ -14,7 +14,8 @@
 # usage: tests/kernel/qemu.sh [--timeout SECONDS] [--keep] BUILD_DIR COMMAND [ARG...]
 #   --timeout  wall-clock limit of the whole boot and run (default 300)
 #   --keep     keep the results folder (else removed unless the run failed)
-# Exits with the command's exit status; 124 when the limit was reached;
+# Exits with the command's exit status; 124 when the limit was reached
+# (after printing where each vCPU was: tests/kernel/vcpu_rips.py);
 # 125 when the harness itself failed (no qemu, no kernel, the guest did
 # not start the command), with the reason on stderr.
 set -uo pipefail
@@ -61,26 +62,47 @@ initrd=$results/initramfs.cpio.gz
 : >"$results/output"
 console=$results/console.log
 
+# nokaslr: a stuck guest's RIPs (vcpu_rips.py) read against its kallsyms
+monitor=$results/monitor.sock
 start=$(date +%s.%N)
-timeout --kill-after=10 "$limit" "$qemu" -accel tcg -cpu max -smp 2 -m 4G -nographic -no-reboot \
+"$qemu" -accel tcg -cpu max -smp 2 -m 4G -nographic -no-reboot \
 	-kernel "$tree/boot/vmlinuz-$version" -initrd "$initrd" \
-	-append "console=ttyS0 quiet panic=-1 opal_results=$results" \
+	-append "console=ttyS0 quiet nokaslr panic=-1 opal_results=$results" \
+	-monitor "unix:$monitor,server=on,wait=off" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs "local,path=$results,mount_tag=results,security_model=none" \
 	</dev/null >"$console" 2>&1 &
 qemu_pid=$!
+trap 'kill -KILL "$qemu_pid" 2>/dev/null' EXIT
 # the output as the guest writes it; tail ends soon after qemu
 tail -n +1 -s 0.2 -f --pid="$qemu_pid" "$results/output" &
 tail_pid=$!
+# At the limit: where the vCPUs are, then qemu stopped (TERM, then KILL).
+timed_out=0
+deadline=$(($(date +%s) + limit))
+while kill -0 "$qemu_pid" 2>/dev/null; do
+	if [ "$(date +%s)" -ge "$deadline" ]; then
+		timed_out=1
+		/usr/bin/python3 "$here/vcpu_rips.py" "$monitor" "$results/kallsyms" \
+			>"$results/vcpus.txt" 2>&1
+		kill -TERM "$qemu_pid" 2>/dev/null
+		for _ in $(seq 100); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$qemu_pid" 2>/dev/null
+		break
+	fi
+	sleep 1
+done
 wait "$qemu_pid"
 qemu_rc=$?
 wait "$tail_pid"
 elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 
 status=$(cat "$results/status" 2>/dev/null)
-if [ "$qemu_rc" -eq 124 ] || [ "$qemu_rc" -eq 137 ]; then
+if [ "$timed_out" -eq 1 ]; then
 	echo "qemu.sh: $version: no result within $limit s (guest console: $console)" >&2
 	tail -n 20 "$console" | sed 's/^/    /' >&2
+	echo "qemu.sh: the vCPUs at the limit (vcpu_rips.py):" >&2
+	sed 's/^/    /' "$results/vcpus.txt" >&2
 	rc=124
 elif [[ $status =~ ^[0-9]+$ ]]; then
 	echo "qemu.sh: $version: command exited $status after $elapsed s of wall time" >&2
