@@ -196,30 +196,124 @@ static ssize_t recv_all(struct opal_wire_reader *r, uint8_t *buf, size_t len, bo
 	return (ssize_t)len;
 }
 
-/* protobuf-c's allocations while one frame is unpacked, against its
- * budget; what it allocates is freed with free() (free_unpacked with the
- * default allocator, as the callers do). */
-struct decode_budget {
-	size_t left;
-	bool over;
+/* The arena one frame is unpacked into: protobuf-c allocates once per
+ * message, string and repeated field (an interval: thousands), so blocks
+ * are carved instead and the whole frame goes with one free per block.
+ * The arena's header sits in front of the envelope, the first allocation
+ * of protobuf_c_message_unpack, which opal_wire_free finds it by. What
+ * protobuf-c asks for is counted against the frame's decode budget. */
+#define ARENA_MAGIC 0x6172656e61u   /* "arena" */
+#define ARENA_ALIGN 16u
+#define ARENA_MIN_BLOCK (4u << 10)
+#define ARENA_MAX_BLOCK ((size_t)16 << 20)   /* blocks grow by doubling up to this */
+
+struct arena_block {
+	struct arena_block *next;
+	size_t used, cap;
+	_Alignas(ARENA_ALIGN) unsigned char data[];
 };
 
-static void *budget_alloc(void *data, size_t size)
-{
-	struct decode_budget *b = data;
+struct wire_arena {
+	uint64_t magic;
+	size_t left;          /* decode budget left, bytes */
+	bool over;            /* a request went over it */
+	struct arena_block *head;   /* the block being carved; older ones behind */
+	void *first;          /* the first allocation: the envelope */
+};
 
-	if (size > b->left) {
-		b->over = true;
-		return NULL;
-	}
-	b->left -= size;
-	return malloc(size);
+#define ARENA_HDR ((sizeof(struct wire_arena) + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1))
+
+static struct arena_block *arena_block_new(size_t cap)
+{
+	struct arena_block *b = malloc(sizeof(*b) + cap);
+
+	if (b)
+		*b = (struct arena_block){ .cap = cap };
+	return b;
 }
 
-static void budget_free(void *data, void *p)
+static void arena_free_blocks(struct arena_block *b)
+{
+	while (b) {
+		struct arena_block *next = b->next;
+		free(b);
+		b = next;
+	}
+}
+
+/* An arena whose first block holds its header and about what a frame of
+ * `len` payload bytes decodes into (real intervals take about 5 times). */
+static struct wire_arena *arena_new(size_t len, size_t budget)
+{
+	size_t cap = len * 6 + ARENA_MIN_BLOCK;
+	struct arena_block *b;
+	struct wire_arena *a;
+
+	if (cap > ARENA_MAX_BLOCK)
+		cap = ARENA_MAX_BLOCK;
+	if (cap > budget + ARENA_HDR)
+		cap = budget + ARENA_HDR;
+	if (!(b = arena_block_new(cap)))
+		return NULL;
+	a = (struct wire_arena *)b->data;
+	*a = (struct wire_arena){ .magic = ARENA_MAGIC, .left = budget, .head = b };
+	b->used = ARENA_HDR;
+	return a;
+}
+
+static void *arena_alloc(void *data, size_t size)
+{
+	struct wire_arena *a = data;
+	struct arena_block *b = a->head;
+	size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+	void *p;
+
+	if (size > a->left || need < size) {
+		a->over = true;
+		return NULL;
+	}
+	a->left -= size;
+	if (b->cap - b->used < need) {
+		size_t cap = b->cap < ARENA_MAX_BLOCK / 2 ? 2 * b->cap : ARENA_MAX_BLOCK;
+		if (cap < need)
+			cap = need;
+		struct arena_block *nb = arena_block_new(cap);
+		if (!nb)
+			return NULL;
+		nb->next = b;
+		a->head = b = nb;
+	}
+	p = b->data + b->used;
+	b->used += need;
+	if (!a->first)
+		a->first = p;
+	return p;
+}
+
+/* Frees come with the arena. */
+static void arena_free(void *data, void *p)
 {
 	(void)data;
-	free(p);
+	(void)p;
+}
+
+/* The first block is the one the header lives in: the last of the chain. */
+static void arena_destroy(struct wire_arena *a)
+{
+	arena_free_blocks(a->head);
+}
+
+void opal_wire_free(Opal__Wire__V1__Envelope *env)
+{
+	struct wire_arena *a;
+
+	if (!env)
+		return;
+	a = (struct wire_arena *)((unsigned char *)env - ARENA_HDR);
+	if (a->magic != ARENA_MAGIC || a->first != env)
+		abort();   /* not from opal_wire_recv: freeing it would corrupt the heap */
+	a->magic = 0;
+	arena_destroy(a);
 }
 
 static int claim_fd(struct opal_wire_reader *r)
@@ -261,22 +355,28 @@ int opal_wire_recv(struct opal_wire_reader *r, Opal__Wire__V1__Envelope **env, i
 	}
 	int got_fd = claim_fd(r);
 	size_t budget = (size_t)len * OPAL_WIRE_DECODE_FACTOR + OPAL_WIRE_DECODE_SLACK;
-	struct decode_budget b = { .left = budget < OPAL_WIRE_DECODE_MAX ? budget :
-									    OPAL_WIRE_DECODE_MAX };
-	ProtobufCAllocator alloc = { .alloc = budget_alloc, .free = budget_free,
-				     .allocator_data = &b };
+	struct wire_arena *a = arena_new(len, budget < OPAL_WIRE_DECODE_MAX ? budget :
+									   OPAL_WIRE_DECODE_MAX);
+	if (!a) {
+		free(buf);
+		if (got_fd >= 0)
+			close(got_fd);
+		return -ENOMEM;
+	}
+	ProtobufCAllocator alloc = { .alloc = arena_alloc, .free = arena_free,
+				     .allocator_data = a };
 	Opal__Wire__V1__Envelope *e = opal__wire__v1__envelope__unpack(&alloc, len, buf);
 	free(buf);
-	if (!e && b.over) {
+	if (!e && a->over) {
+		arena_destroy(a);
 		if (got_fd >= 0)
 			close(got_fd);
 		r->frames_over_budget++;
 		return -E2BIG;
 	}
-	if (!e || e->version != OPAL_WIRE_VERSION ||
+	if (!e || (void *)e != a->first || e->version != OPAL_WIRE_VERSION ||
 	    e->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG__NOT_SET) {
-		if (e)
-			opal__wire__v1__envelope__free_unpacked(e, NULL);
+		arena_destroy(a);
 		if (got_fd >= 0)
 			close(got_fd);
 		r->frames_bad++;

@@ -50,8 +50,8 @@ void opal_wire_reader_init(struct opal_wire_reader *r, int sock);
  * r->frame_timeout_ms set gives the whole frame that long from this call,
  * so that a peer sending a byte at a time cannot hold a reader that serves
  * other peers too: call it when the socket is readable). On success
- * returns 1 and sets *env (free with opal__wire__v1__envelope__free_unpacked
- * (env, NULL)) and *fd: the descriptor that came with this frame, or -1
+ * returns 1 and sets *env (unpacked into one arena: free with
+ * opal_wire_free, never with protobuf-c's free_unpacked) and *fd: the descriptor that came with this frame, or -1
  * (ownership passes to the caller). Returns 0 at a clean EOF between frames,
  * -EBADMSG for a frame whose payload does not unpack or whose version is
  * not OPAL_WIRE_VERSION (the frame is consumed, its descriptor closed, the
@@ -63,6 +63,10 @@ void opal_wire_reader_init(struct opal_wire_reader *r, int sock);
  * frame stalled or took longer than frame_timeout_ms (unusable: close), or
  * -errno. */
 int opal_wire_recv(struct opal_wire_reader *r, Opal__Wire__V1__Envelope **env, int *fd);
+
+/* Frees an envelope opal_wire_recv returned, and everything in it; NULL is
+ * ignored. Aborts on any other pointer (a heap corruption averted). */
+void opal_wire_free(Opal__Wire__V1__Envelope *env);
 
 /* Closes descriptors still queued. */
 void opal_wire_reader_close(struct opal_wire_reader *r);

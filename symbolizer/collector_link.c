@@ -427,7 +427,7 @@ static bool serve_one(struct server *sv, struct conn *c)
 	}
 	if (fd >= 0)
 		close(fd);
-	opal__wire__v1__envelope__free_unpacked(env, NULL);
+	opal_wire_free(env);
 	if (c->unwritten) {
 		opal_warn("collector pid %u: closing the connection so that it re-sends the "
 			  "interval that could not be written", c->collector_pid);

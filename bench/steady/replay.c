@@ -316,7 +316,7 @@ static void wait_ack(struct opal_wire_reader *r, int sock, uint64_t seq)
 		bool done = env->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG_ACK && env->ack->seq >= seq;
 		if (env->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG_FILE_REQUEST)
 			send_files(sock);
-		opal__wire__v1__envelope__free_unpacked(env, NULL);
+		opal_wire_free(env);
 		if (done)
 			return;
 	}

@@ -7,12 +7,14 @@
 # it up, then replays INTERVALS intervals (enough to fill the interval
 # and recent-profile folders to their bounds) and prints the median.
 # usage: bench/steady/run.sh [--build DIR] [--repeat N] [--intervals N]
-#        [--samples N] [--stacks N] [--depth N]
+#        [--samples N] [--stacks N] [--depth N] [--in DIR]
+# --in: the folder the symbolizer's state and output folders are made in
+# (default /tmp), to compare file systems.
 # As root (the symbolizer drops to nobody; kallsyms is read for kernel frames).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=$repo/build repeat=5 intervals=800 samples=1000 stacks=200 depth=30
+build=$repo/build in=/tmp repeat=5 intervals=800 samples=1000 stacks=200 depth=30
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
@@ -21,7 +23,8 @@ while [ $# -gt 0 ]; do
 	--samples) samples=$2; shift 2 ;;
 	--stacks) stacks=$2; shift 2 ;;
 	--depth) depth=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--repeat N] [--intervals N] [--samples N] [--stacks N] [--depth N]" >&2; exit 2 ;;
+	--in) in=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--repeat N] [--intervals N] [--samples N] [--stacks N] [--depth N] [--in DIR]" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "bench/steady: run as root" >&2; exit 1; }
@@ -31,12 +34,13 @@ for b in opal-symbolizer bench/bench_replay; do
 done
 bash "$repo/bench/unwind/build.sh" "$build/bench/unwind" >/dev/null
 files=(/usr/lib/x86_64-linux-gnu/libc.so.6 /usr/bin/python3.11 "$build/bench/unwind/libuwchain.so")
-work=$(mktemp -d /tmp/opal-bench-steady.XXXXXX)
+work=$(mktemp -d "$in/opal-bench-steady.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 echo "bench/steady: $samples samples per interval in $stacks stacks of $depth native + 8 kernel frames"
 echo "  files: ${files[*]}"
 echo "  $repeat repeats of $intervals warm intervals; opal $(git -C "$repo" rev-parse --short HEAD)"
+echo "  output in $work ($(findmnt -n -o FSTYPE -T "$work") on $(findmnt -n -o SOURCE -T "$work"))"
 meds=()
 for r in $(seq 1 "$repeat"); do
 	d=$work/r$r

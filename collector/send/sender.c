@@ -457,7 +457,7 @@ static void read_messages(struct opal_sender *s, uint64_t now_ns)
 			opal_warn("unexpected message %d from the symbolizer ignored",
 				  (int)env->msg_case);
 		}
-		opal__wire__v1__envelope__free_unpacked(env, NULL);
+		opal_wire_free(env);
 	}
 }
 

@@ -618,7 +618,7 @@ static void skip_msg(struct opal_wire_reader *rd, Opal__Wire__V1__Envelope__MsgC
 	assert_int_equal(e->msg_case, want);
 	if (fd >= 0)
 		close(fd);
-	opal__wire__v1__envelope__free_unpacked(e, NULL);
+	opal_wire_free(e);
 }
 
 /* The ELF FileInfo of `f`, then its two candidates, in order. */
@@ -634,7 +634,7 @@ static void expect_elf_and_links(struct opal_wire_reader *rd, const struct opal_
 	assert_memory_equal(e->file->file_id.data, f->id.b, 16);
 	assert_true(fd >= 0);
 	close(fd);
-	opal__wire__v1__envelope__free_unpacked(e, NULL);
+	opal_wire_free(e);
 	assert_int_equal(stat(debug_path, &want), 0);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(next_file(rd, &fd, &e),
@@ -652,7 +652,7 @@ static void expect_elf_and_links(struct opal_wire_reader *rd, const struct opal_
 		assert_int_equal(got.st_ino, want.st_ino);
 		assert_int_equal(fi->size, (uint64_t)want.st_size);
 		close(fd);
-		opal__wire__v1__envelope__free_unpacked(e, NULL);
+		opal_wire_free(e);
 	}
 }
 
@@ -745,7 +745,7 @@ static void test_sender_sends_candidates(void **state)
 	int fd;
 	assert_int_equal(next_file(&rd, &fd, &e), OPAL__WIRE__V1__FILE_KIND__FILE_KIND_ELF);
 	close(fd);
-	opal__wire__v1__envelope__free_unpacked(e, NULL);
+	opal_wire_free(e);
 	char b;
 	assert_int_equal(recv(c, &b, 1, MSG_DONTWAIT | MSG_PEEK), -1);
 	assert_true(errno == EAGAIN || errno == EWOULDBLOCK);

@@ -117,7 +117,7 @@ static void expect_hello(struct opal_wire_reader *rd, uint64_t first_unacked)
 	assert_int_equal(e->hello->period_ns, 50000000);
 	assert_int_equal(e->hello->collector_pid, (uint32_t)getpid());
 	assert_int_equal(e->hello->first_unacked_seq, first_unacked);
-	opal__wire__v1__envelope__free_unpacked(e, NULL);
+	opal_wire_free(e);
 }
 
 static void expect_kallsyms(struct opal_wire_reader *rd)
@@ -134,7 +134,7 @@ static void expect_kallsyms(struct opal_wire_reader *rd)
 	assert_true(read(fd, line, sizeof(line) - 1) > 0);
 	assert_non_null(strchr(line, ' '));
 	close(fd);
-	opal__wire__v1__envelope__free_unpacked(e, NULL);
+	opal_wire_free(e);
 }
 
 static void expect_elf(struct opal_wire_reader *rd, const struct opal_file *f)
@@ -155,7 +155,7 @@ static void expect_elf(struct opal_wire_reader *rd, const struct opal_file *f)
 	assert_int_equal(opal_file_id_from_fd(fd, &got), 0);
 	assert_memory_equal(got.b, f->id.b, 16);
 	close(fd);
-	opal__wire__v1__envelope__free_unpacked(e, NULL);
+	opal_wire_free(e);
 }
 
 static void expect_interval(struct opal_wire_reader *rd, uint64_t seq)
@@ -168,7 +168,7 @@ static void expect_interval(struct opal_wire_reader *rd, uint64_t seq)
 	assert_int_equal(e->interval->seq, seq);
 	assert_int_equal(e->interval->run_id, RUN_ID);
 	assert_int_equal(e->interval->start_unix_ns, seq * 1000);
-	opal__wire__v1__envelope__free_unpacked(e, NULL);
+	opal_wire_free(e);
 }
 
 static void send_ack(int c, uint64_t run_id, uint64_t seq)
@@ -327,7 +327,7 @@ static void test_protocol(void **state)
 	assert_int_equal(fd, -1);
 	assert_true(e->file->error[0] != '\0');
 	assert_memory_equal(e->file->file_id.data, unknown.b, 16);
-	opal__wire__v1__envelope__free_unpacked(e, NULL);
+	opal_wire_free(e);
 	expect_quiet(c);
 
 	/* the symbolizer goes away with 2 and 3 unacknowledged */
