@@ -10,6 +10,7 @@
 #include "profile/process_context.h"
 #include "shared/log.h"
 #include "shared/wire.h"
+#include "shared/wire_frames.h"
 
 #define KERNEL_MAPPING_NAME "[kernel.kallsyms]"
 #define CPYTHON_UNKNOWN "[cpython: unknown code]"
@@ -423,7 +424,11 @@ static int ingest_stack(struct ingest_run *r, const Opal__Wire__V1__Process *pro
 
 	bool off_cpu = st->kind == OPAL__WIRE__V1__SAMPLE_KIND__SAMPLE_KIND_OFF_CPU;
 
-	if (st->n_timestamps_unix_ns != st->n_cpus || st->n_frames > OPAL_INGEST_MAX_FRAMES ||
+	size_t n_frames = opal_wire_stack_n_frames(st), code_at = 0;
+	Opal__Wire__V1__Frame unpacked;
+
+	if (st->n_timestamps_unix_ns != st->n_cpus || n_frames > OPAL_INGEST_MAX_FRAMES ||
+	    opal_wire_stack_frames_check(st) < 0 ||
 	    st->n_timestamps_unix_ns == 0 ||
 	    (off_cpu && st->n_off_cpu_ns != st->n_timestamps_unix_ns) ||
 	    (!off_cpu && st->kind != OPAL__WIRE__V1__SAMPLE_KIND__SAMPLE_KIND_CPU)) {
@@ -431,11 +436,11 @@ static int ingest_stack(struct ingest_run *r, const Opal__Wire__V1__Process *pro
 		return 0;
 	}
 	/* a frame may become two locations (native_location's split) */
-	locs = malloc((st->n_frames ? 2 * st->n_frames : 1) * sizeof(*locs));
+	locs = malloc((n_frames ? 2 * n_frames : 1) * sizeof(*locs));
 	if (!locs)
 		return -ENOMEM;
-	for (size_t i = 0; i < st->n_frames; i++) {
-		const Opal__Wire__V1__Frame *f = st->frames[i];
+	for (size_t i = 0; i < n_frames; i++) {
+		const Opal__Wire__V1__Frame *f = opal_wire_stack_frame(st, i, &code_at, &unpacked);
 		bool interp = f->kind == OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_INTERPRETED;
 		bool may_split;
 		inlined = 0;
@@ -446,7 +451,7 @@ static int ingest_stack(struct ingest_run *r, const Opal__Wire__V1__Process *pro
 		case OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_NATIVE:
 			/* split only while the stack stays within its bound */
 			may_split = interp_at != SIZE_MAX &&
-				    n + (st->n_frames - i) < OPAL_PROFILE_MAX_STACK;
+				    n + (n_frames - i) < OPAL_PROFILE_MAX_STACK;
 			locs[n] = native_location(r, proc, mapping_ids, f,
 						  may_split ? &inlined : NULL);
 			break;
@@ -477,7 +482,7 @@ static int ingest_stack(struct ingest_run *r, const Opal__Wire__V1__Process *pro
 		else if (interp_at == SIZE_MAX)
 			interp_at = n - 1;
 	}
-	r->stats->frames += st->n_frames;
+	r->stats->frames += n_frames;
 	bool has_ctx = stack_ctx(st, pc, buf, attrs, &ctx);
 	if (off_cpu)
 		err = opal_profile_add_off_cpu(r->p, process_id, t->tid, t->name, locs, n,

@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include "shared/fileid.h"
 #include "shared/wire.h"
+#include "shared/wire_frames.h"
 
 #define MAX_FILES   16
 #define MAX_FUNCS   4096
@@ -204,8 +205,9 @@ static void send_interval(int sock, const struct shape *sh, uint64_t run_id, uin
 	unsigned nst = sh->stacks, per = sh->samples / nst ? sh->samples / nst : 1;
 	Opal__Wire__V1__Stack *stacks = calloc(nst, sizeof(*stacks));
 	Opal__Wire__V1__Stack **sp = calloc(nst, sizeof(*sp));
-	Opal__Wire__V1__Frame *frames = calloc((size_t)nst * (sh->depth + KFRAMES), sizeof(*frames));
-	Opal__Wire__V1__Frame **fp = calloc((size_t)nst * (sh->depth + KFRAMES), sizeof(*fp));
+	size_t depth = sh->depth + KFRAMES;
+	uint32_t *info = calloc((size_t)nst * depth, sizeof(*info));
+	uint64_t *addr = calloc((size_t)nst * depth, sizeof(*addr));
 	uint64_t *ts = calloc((size_t)nst * per, sizeof(*ts));
 	uint32_t *cpus = calloc((size_t)nst * per, sizeof(*cpus));
 	uint64_t t0 = now_ns();
@@ -223,29 +225,30 @@ static void send_interval(int sock, const struct shape *sh, uint64_t run_id, uin
 	}
 	for (unsigned s = 0; s < nst; s++) {
 		opal__wire__v1__stack__init(&stacks[s]);
-		Opal__Wire__V1__Frame **f = fp + (size_t)s * (sh->depth + KFRAMES);
-		Opal__Wire__V1__Frame *fr = frames + (size_t)s * (sh->depth + KFRAMES);
-		for (unsigned d = 0; d < sh->depth + KFRAMES; d++) {
-			opal__wire__v1__frame__init(&fr[d]);
+		uint32_t *fi = info + (size_t)s * depth;
+		uint64_t *fa = addr + (size_t)s * depth;
+		for (unsigned d = 0; d < depth; d++) {
 			if (d < KFRAMES) {
-				fr[d].kind = OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_KERNEL;
-				fr[d].address = sh->kaddr[d];
+				fi[d] = opal_wire_frame_info(OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_KERNEL,
+							     false, 0);
+				fa[d] = sh->kaddr[d];
 			} else {
 				/* Frame dr from the root has 1 + dr / 2 variants across
 				 * the stacks: shared callers, varied leaves, as in a
 				 * real call tree. */
 				unsigned dr = sh->depth - 1 - (d - KFRAMES);
 				rnd = mix(dr * 1000003u + s % (1 + dr / 2));
-				unsigned fi = (rnd >> 8) % nfiles;
-				fr[d].kind = OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_NATIVE;
-				fr[d].address = files[fi].funcs[(rnd >> 4) % files[fi].nfuncs];
-				fr[d].mapping_index = fi;
-				fr[d].return_address = d > KFRAMES;
+				unsigned fidx = (rnd >> 8) % nfiles;
+				fi[d] = opal_wire_frame_info(OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_NATIVE,
+							     d > KFRAMES, fidx);
+				fa[d] = files[fidx].funcs[(rnd >> 4) % files[fidx].nfuncs];
 			}
-			f[d] = &fr[d];
 		}
-		stacks[s].frames = f;
-		stacks[s].n_frames = sh->depth + KFRAMES;
+		/* packed, as the collector sends them */
+		stacks[s].frame_info = fi;
+		stacks[s].n_frame_info = depth;
+		stacks[s].frame_address = fa;
+		stacks[s].n_frame_address = depth;
 		stacks[s].timestamps_unix_ns = ts + (size_t)s * per;
 		stacks[s].cpus = cpus + (size_t)s * per;
 		for (unsigned k = 0; k < per; k++) {
@@ -296,8 +299,8 @@ static void send_interval(int sock, const struct shape *sh, uint64_t run_id, uin
 	send_env(sock, &env, -1);
 	free(stacks);
 	free(sp);
-	free(frames);
-	free(fp);
+	free(info);
+	free(addr);
 	free(ts);
 	free(cpus);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "base/array.h"
 #include "base/htab.h"
+#include "shared/wire_frames.h"
 
 /* Upper bounds of the packed size of each message (tags, length prefixes
  * and varints at their widest), used for the max_bytes bound. */
@@ -292,7 +293,8 @@ static bool map_eq(const struct agg_map *m, const struct opal_mapping_desc *d)
 }
 
 /* Index of mapping `d` in p's list; with `create`, added when missing.
- * Returns the index, -ENOENT (missing, !create) or -ENOMEM. */
+ * Returns the index, -ENOENT (missing, !create; or past the indexes a
+ * packed frame holds) or -ENOMEM. */
 static int64_t intern_map(struct opal_agg *a, struct agg_proc *p, const struct opal_mapping_desc *d,
 			  bool create)
 {
@@ -304,7 +306,7 @@ static int64_t intern_map(struct opal_agg *a, struct agg_proc *p, const struct o
 		if (map_eq(m, d))
 			return m->index;
 	}
-	if (!create)
+	if (!create || p->n_maps > OPAL_WIRE_FRAME_MAX_MAPPING)
 		return -ENOENT;
 	if (opal_array_reserve((void **)&p->map_list, &p->cap_maps, p->n_maps + 1,
 			       sizeof(*p->map_list), AGG_FIRST_CAP))
@@ -639,8 +641,9 @@ struct pack_arena {
 	Opal__Wire__V1__Thread **thread_ptrs;
 	Opal__Wire__V1__Stack *stacks;
 	Opal__Wire__V1__Stack **stack_ptrs;
-	Opal__Wire__V1__Frame *frames;
-	Opal__Wire__V1__Frame **frame_ptrs;
+	uint32_t *frame_info;       /* the stacks' packed frames, end to end */
+	uint64_t *frame_address;
+	uint64_t *frame_code_id;
 };
 
 static void arena_free(struct pack_arena *r)
@@ -653,8 +656,9 @@ static void arena_free(struct pack_arena *r)
 	free(r->thread_ptrs);
 	free(r->stacks);
 	free(r->stack_ptrs);
-	free(r->frames);
-	free(r->frame_ptrs);
+	free(r->frame_info);
+	free(r->frame_address);
+	free(r->frame_code_id);
 }
 
 static int arena_alloc(struct pack_arena *r, const struct opal_agg *a)
@@ -678,17 +682,23 @@ static int arena_alloc(struct pack_arena *r, const struct opal_agg *a)
 	r->thread_ptrs = calloc(n_threads + 1, sizeof(*r->thread_ptrs));
 	r->stacks = calloc(a->n_stacks + 1, sizeof(*r->stacks));
 	r->stack_ptrs = calloc(a->n_stacks + 1, sizeof(*r->stack_ptrs));
-	r->frames = calloc(n_frames + 1, sizeof(*r->frames));
-	r->frame_ptrs = calloc(n_frames + 1, sizeof(*r->frame_ptrs));
+	r->frame_info = calloc(n_frames + 1, sizeof(*r->frame_info));
+	r->frame_address = calloc(n_frames + 1, sizeof(*r->frame_address));
+	r->frame_code_id = calloc(n_frames + 1, sizeof(*r->frame_code_id));
 	if (!r->procs || !r->proc_ptrs || !r->maps || !r->map_ptrs || !r->threads ||
-	    !r->thread_ptrs || !r->stacks || !r->stack_ptrs || !r->frames || !r->frame_ptrs)
+	    !r->thread_ptrs || !r->stacks || !r->stack_ptrs || !r->frame_info ||
+	    !r->frame_address || !r->frame_code_id)
 		return -ENOMEM;
 	return 0;
 }
 
-static void fill_stack(Opal__Wire__V1__Stack *out, const struct agg_stack *s,
-		       Opal__Wire__V1__Frame *frames, Opal__Wire__V1__Frame **frame_ptrs)
+/* Fills `out` from `s`, its frames packed into info/address/code_id (room
+ * for s->n_frames each). */
+static void fill_stack(Opal__Wire__V1__Stack *out, const struct agg_stack *s, uint32_t *info,
+		       uint64_t *address, uint64_t *code_id)
 {
+	size_t n_code = 0;
+
 	opal__wire__v1__stack__init(out);
 	if (s->ctx_len >= CTX_HEAD) {
 		out->trace_id = (ProtobufCBinaryData){ 16, s->ctx };
@@ -698,21 +708,21 @@ static void fill_stack(Opal__Wire__V1__Stack *out, const struct agg_stack *s,
 								 s->ctx + CTX_HEAD };
 	}
 	for (size_t i = 0; i < s->n_frames; i++) {
-		Opal__Wire__V1__Frame *f = &frames[i];
-		opal__wire__v1__frame__init(f);
-		f->kind = (Opal__Wire__V1__FrameKind)s->frames[i].kind;
-		f->address = s->frames[i].address;
-		f->mapping_index = s->frames[i].mapping_index;
-		f->return_address = s->frames[i].return_address;
+		const struct agg_frame *f = &s->frames[i];
 		if (f->kind == OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_INTERPRETED) {
-			f->code_id = s->frames[i].address;
-			f->address = s->frames[i].mapping_index;
-			f->mapping_index = 0;
+			info[i] = opal_wire_frame_info(f->kind, false, 0);
+			address[i] = f->mapping_index;
+			code_id[n_code++] = f->address;
+		} else {
+			info[i] = opal_wire_frame_info(f->kind, f->return_address, f->mapping_index);
+			address[i] = f->address;
 		}
-		frame_ptrs[i] = f;
 	}
-	out->n_frames = s->n_frames;
-	out->frames = frame_ptrs;
+	out->n_frame_info = out->n_frame_address = s->n_frames;
+	out->frame_info = info;
+	out->frame_address = address;
+	out->n_frame_code_id = n_code;
+	out->frame_code_id = code_id;
 	out->n_timestamps_unix_ns = s->n;
 	out->timestamps_unix_ns = s->times;
 	out->n_cpus = s->n;
@@ -806,8 +816,8 @@ int opal_agg_pack(const struct opal_agg *a, const struct opal_interval_meta *m,
 			ot->n_stacks = t->n_stacks;
 			ot->stacks = &r.stack_ptrs[is];
 			for (size_t k = 0; k < t->n_stacks; k++, is++) {
-				fill_stack(&r.stacks[is], t->stacks[k], &r.frames[ifr],
-					   &r.frame_ptrs[ifr]);
+				fill_stack(&r.stacks[is], t->stacks[k], &r.frame_info[ifr],
+					   &r.frame_address[ifr], &r.frame_code_id[ifr]);
 				ifr += t->stacks[k]->n_frames;
 				r.stack_ptrs[is] = &r.stacks[is];
 			}

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "collector/send/aggregate.h"
+#include "shared/wire_frames.h"
 
 #define NATIVE OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_NATIVE
 #define KERNEL OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_KERNEL
@@ -110,6 +111,20 @@ static Opal__Wire__V1__Thread *find_thread(Opal__Wire__V1__Process *p, uint32_t 
 	return NULL;
 }
 
+/* Frame i of a packed stack (the collector sends the packed form only). */
+static Opal__Wire__V1__Frame frame_at(const Opal__Wire__V1__Stack *st, size_t i)
+{
+	Opal__Wire__V1__Frame out;
+	size_t code_at = 0;
+
+	assert_int_equal(st->n_frames, 0);
+	assert_int_equal(opal_wire_stack_frames_check(st), 0);
+	assert_true(i < opal_wire_stack_n_frames(st));
+	for (size_t j = 0; j <= i; j++)
+		out = *opal_wire_stack_frame(st, j, &code_at, &out);
+	return out;
+}
+
 static void test_merge_and_pack(void **state)
 {
 	(void)state;
@@ -193,22 +208,22 @@ static void test_merge_and_pack(void **state)
 	assert_int_equal(s->n_cpus, 1);
 	assert_int_equal(s->timestamps_unix_ns[0], 1000);
 	assert_int_equal(s->cpus[0], 0);
-	assert_int_equal(s->n_frames, 5);
-	assert_int_equal(s->frames[0]->kind, KERNEL);
-	assert_int_equal(s->frames[0]->address, 0xffffffff81000010);
-	assert_false(s->frames[0]->return_address);
-	assert_true(s->frames[1]->return_address);
-	assert_int_equal(s->frames[2]->kind, NATIVE);
-	assert_int_equal(s->frames[2]->address, 0x1400);
-	assert_int_equal(s->frames[2]->mapping_index, 0);
-	assert_false(s->frames[2]->return_address);
-	assert_int_equal(s->frames[4]->mapping_index, 1);
-	assert_true(s->frames[4]->return_address);
+	assert_int_equal(opal_wire_stack_n_frames(s), 5);
+	assert_int_equal(frame_at(s, 0).kind, KERNEL);
+	assert_int_equal(frame_at(s, 0).address, 0xffffffff81000010);
+	assert_false(frame_at(s, 0).return_address);
+	assert_true(frame_at(s, 1).return_address);
+	assert_int_equal(frame_at(s, 2).kind, NATIVE);
+	assert_int_equal(frame_at(s, 2).address, 0x1400);
+	assert_int_equal(frame_at(s, 2).mapping_index, 0);
+	assert_false(frame_at(s, 2).return_address);
+	assert_int_equal(frame_at(s, 4).mapping_index, 1);
+	assert_true(frame_at(s, 4).return_address);
 	Opal__Wire__V1__Stack *sB = t10->stacks[1];
-	assert_int_equal(sB->n_frames, 3);
-	assert_int_equal(sB->frames[1]->mapping_index, 2);
-	assert_int_equal(sB->frames[2]->kind, ERROR);
-	assert_int_equal(sB->frames[2]->address, OPAL__WIRE__V1__UNWIND_ERROR__UNWIND_ERROR_NO_MAPPING);
+	assert_int_equal(opal_wire_stack_n_frames(sB), 3);
+	assert_int_equal(frame_at(sB, 1).mapping_index, 2);
+	assert_int_equal(frame_at(sB, 2).kind, ERROR);
+	assert_int_equal(frame_at(sB, 2).address, OPAL__WIRE__V1__UNWIND_ERROR__UNWIND_ERROR_NO_MAPPING);
 
 	Opal__Wire__V1__Thread *t11 = find_thread(p, 11);
 	assert_int_equal(t11->n_stacks, 1);
@@ -219,7 +234,7 @@ static void test_merge_and_pack(void **state)
 	assert_string_equal(p20->service_name, "");
 	assert_string_equal(p20->container_id, "");
 	assert_int_equal(p20->n_mappings, 2);   /* app + vdso, its own indexes */
-	assert_int_equal(p20->threads[0]->stacks[0]->frames[1]->mapping_index, 1);
+	assert_int_equal(frame_at(p20->threads[0]->stacks[0], 1).mapping_index, 1);
 	Opal__Wire__V1__Process *p10b = find_proc(iv, 10, "/bin/other");
 	assert_string_equal(p10b->comm, "other");
 
@@ -373,6 +388,41 @@ static void test_off_cpu_counted_apart(void **state)
 	opal_agg_free(a);
 }
 
+/* Interpreter frames packed: their code IDs in frame_code_id in frame
+ * order, their instruction index as the address, among native frames. */
+static void test_interpreted_frames_packed(void **state)
+{
+	(void)state;
+	struct opal_agg *a = new_agg(10, 10, 1 << 20);
+	struct opal_frame f[] = {
+		{ .kind = OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_INTERPRETED, .address = 12,
+		  .code_id = 0xc0de1 },
+		{ .kind = OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_INTERPRETED,
+		  .address = 4294967295u, .code_id = 0xc0de2 },
+		F(NATIVE, 0x1500, &map_exe, true),
+	};
+
+	assert_int_equal(add(a, 1, 1, 0, 4, &info_app, "a", f, 3), 0);
+	opal_file_id *ids;
+	size_t n_ids;
+	Opal__Wire__V1__Interval *iv = pack(a, &ids, &n_ids);
+	const Opal__Wire__V1__Stack *st = find_thread(find_proc(iv, 1, "/bin/app"), 1)->stacks[0];
+	assert_int_equal(st->n_frame_code_id, 2);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(frame_at(st, i).kind, OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_INTERPRETED);
+		assert_int_equal(frame_at(st, i).code_id, f[i].code_id);
+		assert_int_equal(frame_at(st, i).address, f[i].address);
+		assert_false(frame_at(st, i).return_address);
+	}
+	assert_int_equal(frame_at(st, 2).kind, NATIVE);
+	assert_int_equal(frame_at(st, 2).address, 0x1500);
+	assert_int_equal(frame_at(st, 2).code_id, 0);
+	assert_true(frame_at(st, 2).return_address);
+	free(ids);
+	opal__wire__v1__interval__free_unpacked(iv, NULL);
+	opal_agg_free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +431,7 @@ int main(void)
 		cmocka_unit_test(test_sample_and_byte_bounds),
 		cmocka_unit_test(test_native_frame_needs_mapping),
 		cmocka_unit_test(test_off_cpu_counted_apart),
+		cmocka_unit_test(test_interpreted_frames_packed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

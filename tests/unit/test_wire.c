@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "shared/wire.h"
+#include "shared/wire_frames.h"
 
 typedef Opal__Wire__V1__Envelope Envelope;
 
@@ -943,6 +944,58 @@ static void test_arena_grows(void **state)
 	pair_close(&p);
 }
 
+/* A Stack's frames: Frame messages or the packed arrays, read the same;
+ * both at once, arrays of different lengths or a code ID short are
+ * malformed. */
+static void test_packed_frames(void **state)
+{
+	(void)state;
+	uint32_t info[3] = {
+		opal_wire_frame_info(OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_KERNEL, false, 0),
+		opal_wire_frame_info(OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_INTERPRETED, false, 0),
+		opal_wire_frame_info(OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_JIT, true,
+				     OPAL_WIRE_FRAME_MAX_MAPPING),
+	};
+	uint64_t addr[3] = { 0xffffffff81000010ull, 7, 0x7f0000001234ull }, code[1] = { 0xc0de };
+	Opal__Wire__V1__Stack st = OPAL__WIRE__V1__STACK__INIT;
+	Opal__Wire__V1__Frame tmp;
+	size_t at = 0;
+
+	assert_int_equal(opal_wire_stack_frames_check(&st), 0);   /* no frames at all */
+	st.n_frame_info = st.n_frame_address = 3;
+	st.frame_info = info;
+	st.frame_address = addr;
+	assert_int_equal(opal_wire_stack_frames_check(&st), -EBADMSG);   /* code ID missing */
+	st.n_frame_code_id = 1;
+	st.frame_code_id = code;
+	assert_int_equal(opal_wire_stack_frames_check(&st), 0);
+	assert_int_equal(opal_wire_stack_n_frames(&st), 3);
+	const Opal__Wire__V1__Frame *f = opal_wire_stack_frame(&st, 0, &at, &tmp);
+	assert_int_equal(f->kind, OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_KERNEL);
+	assert_int_equal(f->address, 0xffffffff81000010ull);
+	f = opal_wire_stack_frame(&st, 1, &at, &tmp);
+	assert_int_equal(f->kind, OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_INTERPRETED);
+	assert_int_equal(f->code_id, 0xc0de);
+	assert_int_equal(f->address, 7);
+	f = opal_wire_stack_frame(&st, 2, &at, &tmp);
+	assert_int_equal(f->kind, OPAL__WIRE__V1__FRAME_KIND__FRAME_KIND_JIT);
+	assert_true(f->return_address);
+	assert_int_equal(f->mapping_index, OPAL_WIRE_FRAME_MAX_MAPPING);
+	assert_int_equal(f->code_id, 0);
+
+	st.n_frame_address = 2;
+	assert_int_equal(opal_wire_stack_frames_check(&st), -EBADMSG);
+	st.n_frame_address = 3;
+	Opal__Wire__V1__Frame msg = OPAL__WIRE__V1__FRAME__INIT, *msgs[1] = { &msg };
+	st.n_frames = 1;
+	st.frames = msgs;
+	assert_int_equal(opal_wire_stack_frames_check(&st), -EBADMSG);   /* both forms */
+	st.n_frame_info = st.n_frame_address = st.n_frame_code_id = 0;
+	assert_int_equal(opal_wire_stack_frames_check(&st), 0);
+	assert_int_equal(opal_wire_stack_n_frames(&st), 1);
+	assert_ptr_equal(opal_wire_stack_frame(&st, 0, &at, &tmp), &msg);
+}
+
 /* A message over the frame limit is refused before anything is written. */
 static void test_send_too_big(void **state)
 {
@@ -1015,6 +1068,7 @@ int main(void)
 		cmocka_unit_test(test_frame_deadline),
 		cmocka_unit_test(test_big_interval),
 		cmocka_unit_test(test_arena_grows),
+		cmocka_unit_test(test_packed_frames),
 		cmocka_unit_test(test_send_too_big),
 		cmocka_unit_test(test_send_dead_peer),
 	};
