@@ -624,6 +624,7 @@ static void shut_down(struct daemon *d)
 	opal_stop_deadline_step("closing the state");
 	opal_recent_close(d->recent);
 	opal_recent_close(d->recent_offcpu);
+	opal_output_free(&d->out);
 	opal_code_table_free(d->codes);
 	opal_jit_table_free(d->jits);
 	opal_symbolizer_free(d->sym);

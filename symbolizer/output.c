@@ -59,6 +59,8 @@ static int is_whole_tmp(const struct dirent *d)
 	       strcmp(d->d_name, "offcpu" PPROF_SUFFIX TMP_SUFFIX) == 0;
 }
 
+static void index_free(struct opal_output *o);
+
 int opal_output_init(struct opal_output *o)
 {
 	char path[4096];
@@ -67,6 +69,7 @@ int opal_output_init(struct opal_output *o)
 	snprintf(path, sizeof(path), "%s/intervals", o->dir);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return -errno;
+	index_free(o);
 	removed = remove_tmp(path, is_interval_tmp) + remove_tmp(o->dir, is_whole_tmp);
 	if (removed)
 		opal_info("removed %d unfinished output file(s) of an earlier run from %s", removed,
@@ -80,33 +83,111 @@ static int is_interval_pprof(const struct dirent *d)
 	       has_suffix(d->d_name, PPROF_SUFFIX);
 }
 
-/* Names sort chronologically (zero-padded start time), so the first entries
- * of alphasort are the oldest. */
-static void rotate(struct opal_output *o)
-{
-	char dir[4096], path[4400];
-	struct dirent **names;
-	int n;
+#define STEM_MAX 64   /* "interval-" + 19 + "-" + 6 digits, and room */
 
+/* A FIFO of interval stems ("interval-<start>-<seq>"), oldest at head. */
+struct opal_output_index {
+	char (*stems)[STEM_MAX];
+	size_t head, n, cap;
+};
+
+static void index_free(struct opal_output *o)
+{
+	if (o->index)
+		free(o->index->stems);
+	free(o->index);
+	o->index = NULL;
+}
+
+void opal_output_free(struct opal_output *o)
+{
+	index_free(o);
+}
+
+static int index_push(struct opal_output_index *x, const char *stem)
+{
+	if (strlen(stem) >= STEM_MAX)
+		return -ENAMETOOLONG;
+	if (x->head + x->n == x->cap) {
+		if (x->head) {   /* reuse the room popped at the front */
+			memmove(x->stems, x->stems + x->head, x->n * sizeof(*x->stems));
+			x->head = 0;
+		} else {
+			size_t cap = x->cap ? 2 * x->cap : 128;
+			void *p = realloc(x->stems, cap * sizeof(*x->stems));
+			if (!p)
+				return -ENOMEM;
+			x->stems = p;
+			x->cap = cap;
+		}
+	}
+	snprintf(x->stems[x->head + x->n++], STEM_MAX, "%s", stem);
+	return 0;
+}
+
+/* The index from the folder: names sort chronologically (zero-padded
+ * start time), so alphasort's order is oldest first. */
+static int index_load(struct opal_output *o)
+{
+	char dir[4096];
+	struct dirent **names;
+	int n, err = 0;
+
+	if (!(o->index = calloc(1, sizeof(*o->index))))
+		return -ENOMEM;
 	snprintf(dir, sizeof(dir), "%s/intervals", o->dir);
 	n = scandir(dir, &names, is_interval_pprof, alphasort);
 	if (n < 0)
-		return;
+		return -errno;
 	for (int i = 0; i < n; i++) {
-		if ((uint64_t)(n - i) > o->keep_intervals) {
-			char *stem = names[i]->d_name;
-			stem[strlen(stem) - strlen(PPROF_SUFFIX)] = '\0';
-			snprintf(path, sizeof(path), "%s/%s%s", dir, stem, PPROF_SUFFIX);
-			unlink(path);
-			snprintf(path, sizeof(path), "%s/%s%s", dir, stem, OTLP_SUFFIX);
-			unlink(path);
-			snprintf(path, sizeof(path), "%s/" OFFCPU_PREFIX "%s%s", dir,
-				 stem + strlen(INTERVAL_PREFIX), PPROF_SUFFIX);
-			unlink(path);
-		}
+		char *stem = names[i]->d_name;
+		stem[strlen(stem) - strlen(PPROF_SUFFIX)] = '\0';
+		if (!err && strlen(stem) < STEM_MAX)   /* longer: not a name of ours */
+			err = index_push(o->index, stem);
 		free(names[i]);
 	}
 	free(names);
+	return err;
+}
+
+static void remove_interval(const char *dir, const char *stem)
+{
+	char path[4400];
+
+	snprintf(path, sizeof(path), "%s/%s%s", dir, stem, PPROF_SUFFIX);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%s%s", dir, stem, OTLP_SUFFIX);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/" OFFCPU_PREFIX "%s%s", dir,
+		 stem + strlen(INTERVAL_PREFIX), PPROF_SUFFIX);
+	unlink(path);
+}
+
+/* Records the interval `stem` just written (NULL: none was) and deletes
+ * the oldest beyond keep_intervals. The folder is listed only when the
+ * index is (re)built: at the first rotation, and after keep_intervals was
+ * 0 (files put there meanwhile by others are seen then too). */
+static void rotate(struct opal_output *o, const char *stem)
+{
+	char dir[4096];
+	struct opal_output_index *x;
+
+	if (!o->keep_intervals) {
+		index_free(o);
+		return;
+	}
+	/* a fresh listing holds `stem` already */
+	if (o->index ? stem && index_push(o->index, stem) < 0 : index_load(o) < 0) {
+		index_free(o);   /* listed again at the next interval */
+		return;
+	}
+	x = o->index;
+	snprintf(dir, sizeof(dir), "%s/intervals", o->dir);
+	while (x->n > o->keep_intervals) {
+		remove_interval(dir, x->stems[x->head]);
+		x->head++;
+		x->n--;
+	}
 }
 
 static int write_pair(struct opal_output *o, const struct opal_profile *p, const char *stem)
@@ -151,7 +232,7 @@ int opal_output_write_interval(struct opal_output *o, const struct opal_profile 
 			       uint64_t start_unix_ns, uint64_t seq, bool want_otlp,
 			       struct opal_output_interval *enc)
 {
-	char stem[4200];
+	char stem[4200], name[STEM_MAX];
 	int err;
 
 	*enc = (struct opal_output_interval){ 0 };
@@ -172,8 +253,9 @@ int opal_output_write_interval(struct opal_output *o, const struct opal_profile 
 	}
 	if (!o->write_intervals)
 		return 0;
-	snprintf(stem, sizeof(stem), "%s/intervals/" INTERVAL_PREFIX "%019" PRIu64 "-%06" PRIu64,
-		 o->dir, start_unix_ns, seq);
+	snprintf(name, sizeof(name), INTERVAL_PREFIX "%019" PRIu64 "-%06" PRIu64, start_unix_ns,
+		 seq);
+	snprintf(stem, sizeof(stem), "%s/intervals/%s", o->dir, name);
 	err = write_file(stem, PPROF_SUFFIX, enc->pprof_gz, enc->pprof_len);
 	if (!err)
 		err = write_file(stem, OTLP_SUFFIX, enc->otlp, enc->otlp_len);
@@ -183,8 +265,7 @@ int opal_output_write_interval(struct opal_output *o, const struct opal_profile 
 		 o->dir, start_unix_ns, seq);
 	if (!err && enc->offcpu_gz)
 		err = write_file(stem, PPROF_SUFFIX, enc->offcpu_gz, enc->offcpu_len);
-	if (o->keep_intervals)
-		rotate(o);
+	rotate(o, err ? NULL : name);   /* a full disk needs the room too */
 	if (err) {
 		opal_metrics_interval_unwritten(err == -ENOSPC || err == -EDQUOT
 							? OPAL_UNWRITTEN_DISK_FULL : OPAL_UNWRITTEN_IO);

@@ -17,11 +17,18 @@
 #include "profile/otlp.h"
 #include "profile/profile.h"
 
+struct opal_output_index;
+
 struct opal_output {
 	const char *dir;            /* borrowed */
 	uint64_t keep_intervals;    /* interval file pairs kept (0: all); older ones deleted */
 	bool write_intervals;       /* interval files (--export pprof); else encodings only */
 	const struct opal_otlp_options *otlp;   /* borrowed */
+	/* The interval stems in intervals/, oldest first, for rotation: read
+	 * from the folder once (when rotation starts), then kept as files are
+	 * written and deleted; at most keep_intervals + 1 names, none while
+	 * keep_intervals is 0. Owned (opal_output_free). */
+	struct opal_output_index *index;
 };
 
 /* The encodings of one interval, malloc'd (opal_output_interval_free). */
@@ -49,6 +56,9 @@ int opal_output_init(struct opal_output *o);
 int opal_output_write_interval(struct opal_output *o, const struct opal_profile *p,
 			       uint64_t start_unix_ns, uint64_t seq, bool want_otlp,
 			       struct opal_output_interval *enc);
+
+/* Frees what `o` holds (its index); `o` may be initialised again. */
+void opal_output_free(struct opal_output *o);
 
 /* Frees the encodings and empties `enc`. */
 void opal_output_interval_free(struct opal_output_interval *enc);

@@ -178,24 +178,38 @@ static struct opal_profile *profile(size_t samples)
 	return p;
 }
 
+/* An output of interval files into `dir` keeping 2, initialised; `sub`
+ * (128 bytes) gets its intervals folder. Returns a profile to write. */
+static struct opal_profile *output_setup(struct opal_output *o, char *sub)
+{
+	*o = (struct opal_output){ .dir = dir, .keep_intervals = 2, .write_intervals = true };
+	snprintf(sub, 128, "%s/intervals", dir);
+	assert_int_equal(opal_output_init(o), 0);
+	return profile(3);
+}
+
+static void touch(const char *path)
+{
+	FILE *t = fopen(path, "w");
+
+	assert_non_null(t);
+	fclose(t);
+}
+
 static void test_output_encodes_once(void **state)
 {
-	struct opal_output o = { .dir = dir, .keep_intervals = 2, .write_intervals = true };
+	struct opal_output o;
 	struct opal_output_interval enc;
-	struct opal_profile *p = profile(3);
 	char sub[128], path[256];
+	struct opal_profile *p = output_setup(&o, sub);
 
 	(void)state;
-	snprintf(sub, sizeof(sub), "%s/intervals", dir);
-	assert_int_equal(opal_output_init(&o), 0);
 	/* what a killed run leaves goes at the next start; other files stay */
 	const char *left[] = { "intervals/interval-0000000000000000001-000001.pb.gz.tmp",
 			       "profile.otlp.pb.tmp", "profile.pb.gz.tmp", "mine.tmp" };
 	for (size_t i = 0; i < 4; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, left[i]);
-		FILE *t = fopen(path, "w");
-		assert_non_null(t);
-		fclose(t);
+		touch(path);
 	}
 	assert_int_equal(opal_output_init(&o), 0);
 	assert_int_equal(count(sub, ".tmp"), 0);
@@ -264,6 +278,72 @@ static void test_output_encodes_once(void **state)
 	assert_non_null(enc.otlp);
 	opal_output_interval_free(&enc);
 	assert_int_equal(count(sub, ".pb.gz"), 2);
+	opal_output_free(&o);
+	opal_profile_free(p);
+}
+
+static bool interval_exists(const char *sub, const char *prefix, uint64_t seq, const char *suffix)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/%s%019llu-%06llu%s", sub, prefix,
+		 (unsigned long long)(T0 + seq * 5 * S), (unsigned long long)seq, suffix);
+	return access(path, F_OK) == 0;
+}
+
+/* Rotation keeps the newest keep_intervals intervals (their pprof, OTLP
+ * and off-CPU files), an earlier run's included; the folder is listed
+ * once, and again after keep_intervals was 0. */
+static void test_output_rotation(void **state)
+{
+	struct opal_output o;
+	struct opal_output_interval enc;
+	char sub[128], path[256];
+	struct opal_profile *p = output_setup(&o, sub);
+
+	(void)state;
+	/* an earlier run's intervals 1 and 2, and a file not ours */
+	const char *mine[] = { "interval-%019llu-000001.pb.gz", "interval-%019llu-000001.otlp.pb",
+			       "offcpu-%019llu-000001.pb.gz", "interval-%019llu-000002.pb.gz",
+			       "interval-%019llu-000002.otlp.pb", "notes.txt" };
+	for (size_t i = 0; i < 6; i++) {
+		char name[128];
+		snprintf(name, sizeof(name), mine[i],
+			 (unsigned long long)(T0 + (i < 3 ? 1 : 2) * 5 * S));
+		snprintf(path, sizeof(path), "%s/%s", sub, name);
+		touch(path);
+	}
+	for (uint64_t seq = 3; seq <= 5; seq++) {
+		assert_int_equal(opal_output_write_interval(&o, p, T0 + seq * 5 * S, seq, false, &enc),
+				 0);
+		opal_output_interval_free(&enc);
+		assert_int_equal(count(sub, ".pb.gz"), 2);
+		assert_int_equal(count(sub, ".otlp.pb"), 2);
+		assert_true(interval_exists(sub, "interval-", seq, ".pb.gz"));
+		assert_true(interval_exists(sub, "interval-", seq - 1, ".otlp.pb"));
+	}
+	assert_false(interval_exists(sub, "offcpu-", 1, ".pb.gz"));
+	snprintf(path, sizeof(path), "%s/notes.txt", sub);
+	assert_int_equal(access(path, F_OK), 0);
+
+	/* keep all: nothing deleted, nothing indexed */
+	o.keep_intervals = 0;
+	for (uint64_t seq = 6; seq <= 7; seq++) {
+		assert_int_equal(opal_output_write_interval(&o, p, T0 + seq * 5 * S, seq, false, &enc),
+				 0);
+		opal_output_interval_free(&enc);
+	}
+	assert_int_equal(count(sub, ".pb.gz"), 4);
+	assert_null(o.index);
+	/* a bound again: the folder is listed, the oldest go */
+	o.keep_intervals = 3;
+	assert_int_equal(opal_output_write_interval(&o, p, T0 + 8 * 5 * S, 8, false, &enc), 0);
+	opal_output_interval_free(&enc);
+	assert_int_equal(count(sub, ".pb.gz"), 3);
+	for (uint64_t seq = 6; seq <= 8; seq++)
+		assert_true(interval_exists(sub, "interval-", seq, ".pb.gz"));
+	opal_output_free(&o);
+	assert_null(o.index);
 	opal_profile_free(p);
 }
 
@@ -272,6 +352,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_output_encodes_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_output_rotation, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
