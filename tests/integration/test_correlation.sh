@@ -180,16 +180,18 @@ def by_interval(pid, name):
         if mine:
             rows.append((len(mine), sum(x.get("service.name") == name for x in mine)))
     return rows
+# A sample belongs to the resource of its time: in the interval the
+# context was read in, the samples taken before the read have no label.
 rows = by_interval(published, "opal-ctx-published")
 first = next((i for i, (_, k) in enumerate(rows) if k), None)
-check("pprof: from the interval its context was read in (its first or second), every sample of "
-      "the published process has its service.name label",
-      first is not None and first <= 1 and all(n == k for n, k in rows[first:]),
+check("pprof: the context read in the process's first or second interval, every sample of "
+      "the published process has its service.name label from the next one",
+      first is not None and first <= 1 and all(n == k for n, k in rows[first + 1:]),
       "(samples, labelled) per interval: %s" % rows)
 rows = by_interval(late, "opal-ctx-late")
 first = next((i for i, (_, k) in enumerate(rows) if k), None)
 check("a context published after the first second is found, and kept to the end",
-      first is not None and all(n == k for n, k in rows[first:]) and
+      first is not None and all(n == k for n, k in rows[first + 1:]) and
       any(a.get("process.pid") == late and a.get("service.name") == "opal-ctx-late"
           for a in resources()),
       "(samples, labelled) per interval: %s" % rows)
