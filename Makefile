@@ -306,11 +306,14 @@ $(BUILD)/bench/bench_replay: bench/steady/replay.c $(LIBSHARED)
 
 # Unwinding completeness and profiler overhead (docs/performance.md), as
 # root: `make bench-unwind` (about 2-3 minutes), `make bench-overhead` (7-11
-# minutes; BENCH_REPEAT runs of each tool at each frequency, and rounds).
+# minutes; BENCH_REPEAT runs of each tool at each frequency, and rounds),
+# `make bench-churn` (about 2.5 minutes per BENCH_REPEAT).
 BENCH_DURATION ?= 30
 BENCH_REPEAT   ?= 5
-.PHONY: bench-unwind bench-overhead
+.PHONY: bench-unwind bench-overhead bench-churn
 bench-unwind: all
 	bench/unwind/run.sh --build $(BUILD) --duration $(BENCH_DURATION)
 bench-overhead: all
 	bench/overhead/run.sh --build $(BUILD) --repeat $(BENCH_REPEAT) --rounds $(BENCH_REPEAT)
+bench-churn: all
+	bench/churn/run.sh --build $(BUILD) --repeat $(BENCH_REPEAT)
