@@ -21,7 +21,11 @@ Per run of a tool at a frequency:
     (statistics on, see enable_bpf_stats; run_time_ns and run_cnt from
     `bpftool prog show --json` for the program ids the tool holds, found
     in /proc/PID/fdinfo), as a share of the machine (wall x CPUs), and BPF
-    ns per program run (= per sample for the perf_event programs);
+    ns per program run (= per sample for the perf_event programs); for
+    opal also the symbolizer's CPU over the same window, and the whole
+    deployment (collector + BPF + symbolizer) per run. The symbolizer's
+    first intervals symbolize every file of the busy loops from nothing:
+    its steady state needs a --warmup past them (20 s does);
   * peak RSS: VmHWM just before the stop, and ru_maxrss from wait4;
   * the whole run's user + sys from wait4 (startup and shutdown included).
 Runs are interleaved: repeat r runs every tool at every frequency, the
@@ -551,8 +555,10 @@ def report(results, tools, freqs):
             if rs:
                 srows.append(["opal-symbolizer %d Hz" % hz, med([r["sym_pct"] for r in rs],
                               "%.3f%%"), med([r["sym_hwm_kib"] / 1024 for r in rs
-                                              if r.get("sym_hwm_kib")], "%.1f")])
-        text += "\n" + table(["process (not in the targets)", "machine CPU", "VmHWM MiB"], srows)
+                                              if r.get("sym_hwm_kib")], "%.1f"),
+                              med([r["cpu_pct"] + r["sym_pct"] for r in rs], "%.3f%%")])
+        text += "\n" + table(["process", "machine CPU", "VmHWM MiB",
+                               "whole deployment (collector + BPF + symbolizer)"], srows)
     if ratio_rows:
         text += "\n" + table(["frequency", "CPU ratio", "median / median"], ratio_rows)
     return text

@@ -5,6 +5,9 @@
 #                              [--warmup S] [--freqs 20,99] [--rounds N]
 #                              [--slowdown-seconds S] [--tools opal,perf,bpftrace]
 #   (--tools may also name opal-offcpu: opal with --off-cpu at its default threshold)
+#        bench/overhead/run.sh --depths 5,30,50,200 [--build DIR] [--repeat N]
+#                              [--hz HZ] [--tools opal,bpftrace] [--measure S] [--warmup S]
+#   (BPF ns per sample by chain depth instead: bench/overhead/depths.py)
 #
 # With both CPUs kept busy (uw_work qsort 20 and Debian's python3.11 running
 # bench/unwind/pyloop.py), runs opal-collector, `perf record -a -g` and
@@ -18,12 +21,14 @@
 set -euo pipefail
 
 BUILD=build
+script=overhead.py
 args=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--build) BUILD=$2; shift 2 ;;
-	--repeat|--measure|--warmup|--freqs|--rounds|--slowdown-seconds|--tools)
+	--repeat|--measure|--warmup|--freqs|--rounds|--slowdown-seconds|--tools|--hz)
 		args+=("$1" "$2"); shift 2 ;;
+	--depths) script=depths.py; args+=("$1" "$2"); shift 2 ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -46,4 +51,7 @@ echo "Overhead, $(date -u +%Y-%m-%d), $(uname -r), $(nproc) CPUs," \
 	"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //');" \
 	"opal $(git describe --always --dirty 2>/dev/null || echo '?'), $(perf version)," \
 	"$(bpftrace --version), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-exec /usr/bin/python3 "$here/overhead.py" --build "$BUILD" --json "$BUILD/bench/overhead/runs.json" "${args[@]}"
+if [ "$script" = overhead.py ]; then
+	args+=(--json "$BUILD/bench/overhead/runs.json")
+fi
+exec /usr/bin/python3 "$here/$script" --build "$BUILD" "${args[@]}"
