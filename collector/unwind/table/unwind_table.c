@@ -31,7 +31,7 @@ void opal_unwind_limits_default(struct opal_unwind_limits *lim)
 		.max_rows_per_fde = 1u << 14,
 		.max_rules = OPAL_UNWIND_MAX_RULES,
 		.max_section_bytes = 64ull << 20,
-		.max_work = 1ull << 30,
+		.max_work = 4ull << 30,
 	};
 }
 

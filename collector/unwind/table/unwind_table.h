@@ -35,8 +35,9 @@ struct opal_unwind_limits {
 };
 
 /* Defaults (docs/unwinding.md): 1M FDEs, 16384 rows per FDE,
- * OPAL_UNWIND_MAX_RULES rules, 64 MiB per section, 1 GiB of CFI work
- * (about 3 s of CPU at worst; libLLVM-15 needs 389 M of it, 0.5 s).
+ * OPAL_UNWIND_MAX_RULES rules, 64 MiB per section, 4 GiB of CFI work
+ * (about 12 s of CPU at worst; GCC 12's cc1 and cc1plus need 1.7-1.8 G
+ * of it, 0.3 s; libLLVM-15 389 M, 0.5 s).
  * The builder holds at most 1.5 * max_rules 16-byte spans and max_rules
  * 8-byte rules at once, plus one CFI section. */
 void opal_unwind_limits_default(struct opal_unwind_limits *lim);
