@@ -310,10 +310,12 @@ $(BUILD)/bench/bench_replay: bench/steady/replay.c $(LIBSHARED)
 # `make bench-churn` (about 2.5 minutes per BENCH_REPEAT).
 BENCH_DURATION ?= 30
 BENCH_REPEAT   ?= 5
-.PHONY: bench-unwind bench-overhead bench-churn
+.PHONY: bench-unwind bench-overhead bench-churn bench-scale
 bench-unwind: all
 	bench/unwind/run.sh --build $(BUILD) --duration $(BENCH_DURATION)
 bench-overhead: all
 	bench/overhead/run.sh --build $(BUILD) --repeat $(BENCH_REPEAT) --rounds $(BENCH_REPEAT)
 bench-churn: all
 	bench/churn/run.sh --build $(BUILD) --repeat $(BENCH_REPEAT)
+bench-scale: all
+	bench/scale/run.sh --build $(BUILD) --repeat $(BENCH_REPEAT)
