@@ -137,8 +137,9 @@ def tally_churn(samples, progs):
     return n, done, bad, by_comm
 
 
-def metrics(port):
-    """The collector's counters from the symbolizer's /metrics ({} when unreachable)."""
+def metrics(port, names=COUNTERS):
+    """The collector's counters from the symbolizer's /metrics, summed over labels: those in
+    `names`, or every one when None ({} when unreachable)."""
     try:
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as f:
             text = f.read().decode(errors="replace")
@@ -146,8 +147,9 @@ def metrics(port):
         return {}
     out = {}
     for line in text.splitlines():
-        m = re.match(r"^opal_collector_([a-z_]+)_total(?:\{[^}]*\})? ([0-9.e+]+)$", line)
-        if m and m.group(1) in COUNTERS:
+        m = re.match(r"^opal_collector_([a-z0-9_]+?)(?:_total)?(?:\{[^}]*\})? ([0-9.e+-]+)$",
+                     line)
+        if m and (names is None or m.group(1) in names):
             out[m.group(1)] = out.get(m.group(1), 0) + float(m.group(2))
     return out
 

@@ -31,7 +31,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
@@ -54,22 +53,6 @@ def vm_kib(pid, key):
     except OSError:
         pass
     return None
-
-
-def all_metrics(port):
-    """Every opal_collector_*_total counter (summed over labels), {} when unreachable."""
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as f:
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return {}
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^opal_collector_([a-z0-9_]+?)(?:_total)?(?:\{[^}]*\})? ([0-9.e+-]+)$",
-                     line)
-        if m:
-            out[m.group(1)] = out.get(m.group(1), 0) + float(m.group(2))
-    return out
 
 
 def wait_others(me):
@@ -239,7 +222,7 @@ class Bench:
             r["steady"] = self.cpu(s1, s2, tool_p.pid)
             if tool == "opal":
                 time.sleep(3)
-                r["counters"] = all_metrics(port)
+                r["counters"] = churn.metrics(port, None)
                 r["sym_hwm_kib"] = vm_kib(sym.pid, "VmHWM")
                 r["done"] = len(done)
                 r["t_complete"] = max(done.values()) if len(done) == len(busy) and busy else None
