@@ -97,15 +97,20 @@ def cpu_ns(pid):
     return total
 
 
-def vm_hwm_kib(pid):
+def vm_kib(pid, field):
+    """/proc/PID/status's `field` (VmHWM, VmRSS) in KiB, None when gone."""
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         pass
     return None
+
+
+def vm_hwm_kib(pid):
+    return vm_kib(pid, "VmHWM")
 
 
 def bpf_prog_ids(pid):

@@ -44,17 +44,6 @@ import roots  # noqa: E402
 SHOW = re.compile(r"drop|evict|lost|full|error|no_|proc|unwind|trunc|fallback|^samples$|bound")
 
 
-def vm_kib(pid, key):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
 def wait_others(me):
     """Waits until no opal-collector other than ours runs."""
     said = False
@@ -216,14 +205,14 @@ class Bench:
             s1 = overhead.snapshot([tool_p.pid], [tool_p.pid])
             time.sleep(a.steady)
             s2 = overhead.snapshot([tool_p.pid], [tool_p.pid])
-            r["hwm_kib"] = vm_kib(tool_p.pid, "VmHWM")
-            r["rss_kib"] = vm_kib(tool_p.pid, "VmRSS")
+            r["hwm_kib"] = overhead.vm_kib(tool_p.pid, "VmHWM")
+            r["rss_kib"] = overhead.vm_kib(tool_p.pid, "VmRSS")
             r["startup"] = self.cpu(s0, s_start, tool_p.pid)
             r["steady"] = self.cpu(s1, s2, tool_p.pid)
             if tool == "opal":
                 time.sleep(3)
                 r["counters"] = churn.metrics(port, None)
-                r["sym_hwm_kib"] = vm_kib(sym.pid, "VmHWM")
+                r["sym_hwm_kib"] = overhead.vm_kib(sym.pid, "VmHWM")
                 r["done"] = len(done)
                 r["t_complete"] = max(done.values()) if len(done) == len(busy) and busy else None
         finally:
