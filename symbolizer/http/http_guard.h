@@ -18,7 +18,10 @@
 #define OPAL_HTTP_MAX_CONNS      2048   /* ordinary connections at once */
 #define OPAL_HTTP_MAX_PER_ADDR   64     /* ... from one client address */
 #define OPAL_HTTP_RESERVED       32     /* more, only for /healthz and /metrics */
-#define OPAL_HTTP_RESERVED_PER_ADDR 1   /* ... and only to an address with no other */
+/* ... and only to an address with no other: a monitoring host probes
+ * /healthz and scrapes /metrics at once, and a closed connection counts
+ * until libmicrohttpd's next pass over its connections cleans it up */
+#define OPAL_HTTP_RESERVED_PER_ADDR 4
 #define OPAL_HTTP_HEADER_S       10     /* a request's headers complete within this */
 #define OPAL_HTTP_RESERVED_HEADER_S 2   /* ... on a reserved slot */
 /* The next request on a kept-alive connection: its headers complete within

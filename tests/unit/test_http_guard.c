@@ -75,13 +75,15 @@ static void test_reserved(void **state)
 	}
 	/* full: an address holding a connection gets nothing */
 	assert_null(connect_from(g, "10.1.0.1"));
-	/* a fresh address gets one reserved slot, not two */
+	/* a fresh address gets OPAL_HTTP_RESERVED_PER_ADDR reserved slots, no more */
 	struct opal_http_guard_conn *probe = connect_from(g, "192.168.0.9");
 	assert_non_null(probe);
 	assert_false(opal_http_guard_headers_done(g, probe));
+	for (int i = 1; i < OPAL_HTTP_RESERVED_PER_ADDR; i++)
+		assert_non_null(connect_from(g, "192.168.0.9"));
 	assert_null(connect_from(g, "192.168.0.9"));
 	/* OPAL_HTTP_RESERVED in all */
-	for (int i = 1; i < OPAL_HTTP_RESERVED; i++) {
+	for (int i = OPAL_HTTP_RESERVED_PER_ADDR; i < OPAL_HTTP_RESERVED; i++) {
 		snprintf(ip, sizeof(ip), "192.168.1.%d", i);
 		assert_non_null(connect_from(g, ip));
 	}
