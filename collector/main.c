@@ -297,6 +297,7 @@ static void close_interval(struct collector *c, bool final)
 	opal_sampling_drain(&c->smp);
 	now = opal_mono_ns();
 	opal_unwind_maps_expire(&c->tables, now);
+	opal_procs_reap(&c->procs);
 	if ((err = opal_sampling_counters(&c->smp, bpf)) < 0)
 		opal_warn("reading BPF counters: %s", strerror(-err));
 	if (bpf[OPAL_CTR_PROC_LOST] > c->proc_lost_seen) {

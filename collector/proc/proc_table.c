@@ -17,6 +17,7 @@ int opal_procs_init(struct opal_proc_table *t, size_t max_procs, bool include_se
 		return -ENOMEM;
 	opal_list_init(&t->lru);
 	opal_list_init(&t->gone);
+	opal_list_init(&t->exits);
 	t->max_procs = max_procs ? max_procs : 1;
 	t->include_self = include_self;
 	t->src = src;
@@ -73,6 +74,10 @@ static void free_proc(struct opal_proc_table *t, struct opal_proc *p)
 {
 	opal_htab_remove(&t->by_pid, &p->node);
 	opal_list_del(&p->lru);
+	if (p->exited) {
+		opal_list_del(&p->exit_node);
+		p->exited = false;
+	}
 	t->n_procs--;
 	HOOK(t, forgotten, p);
 	if (p->pins > 0) {
@@ -203,8 +208,8 @@ const struct opal_procctx *opal_procs_context(struct opal_proc_table *t, struct 
 {
 	int err;
 
-	if (p->ctx.checked_seq == seq || p->gone)
-		return &p->ctx;
+	if (p->ctx.checked_seq == seq || p->gone || p->exited)
+		return &p->ctx;   /* an exiting process keeps the copy it had */
 	if (!p->ctx.header)
 		scan_for_context(t, p);
 	p->ctx.checked_seq = seq;
@@ -322,10 +327,41 @@ static bool in_extra(const struct opal_proc_table *t, pid_t pid)
 	return false;
 }
 
+void opal_procs_reap(struct opal_proc_table *t)
+{
+	uint64_t now = t->src->now_ns(t->src->ctx);
+	struct opal_list *l;
+
+	while ((l = opal_list_last(&t->exits))) {
+		struct opal_proc *p = opal_container_of(l, struct opal_proc, exit_node);
+		if (now - p->exited_ns < OPAL_EXIT_GRACE_NS)
+			break;
+		free_proc(t, p);
+	}
+}
+
+/* Is exited entry p's pid still its process (a zombie, or in its exit
+ * path) or nobody's? Otherwise a new process has it. */
+static bool still_dying(struct opal_proc_table *t, const struct opal_proc *p)
+{
+	struct opal_proc_identity now;
+
+	if (!t->src->identity)
+		return true;
+	int err = t->src->identity(t->src->ctx, p->pid, &now);
+	return err == -ESRCH || (err == 0 && now.start_ticks == p->id.start_ticks);
+}
+
 struct opal_proc *opal_procs_get(struct opal_proc_table *t, pid_t pid)
 {
-	struct opal_proc *p = find(t, pid);
+	struct opal_proc *p;
 
+	opal_procs_reap(t);
+	p = find(t, pid);
+	if (p && p->exited && !still_dying(t, p)) {
+		free_proc(t, p);
+		p = NULL;
+	}
 	if (p) {
 		opal_list_move_front(&t->lru, &p->lru);
 		return p;
@@ -375,19 +411,30 @@ void opal_procs_forget(struct opal_proc_table *t, pid_t pid)
 		free_proc(t, p);
 }
 
-bool opal_procs_exited(struct opal_proc_table *t, pid_t pid)
+/* Drops `pid` from the explicitly excluded pids; true when it was one. */
+static bool unexclude(struct opal_proc_table *t, pid_t pid)
 {
-	bool was = false;
-
-	opal_procs_forget(t, pid);
 	for (size_t i = 0; i < t->n_extra_excluded; i++) {
 		if (t->extra_excluded[i] == pid) {
 			t->extra_excluded[i] = t->extra_excluded[--t->n_extra_excluded];
-			was = true;
-			break;
+			return true;
 		}
 	}
-	return was;
+	return false;
+}
+
+bool opal_procs_exited(struct opal_proc_table *t, pid_t pid)
+{
+	struct opal_proc *p;
+
+	opal_procs_reap(t);
+	p = find(t, pid);
+	if (p && !p->exited) {
+		p->exited = true;
+		p->exited_ns = t->src->now_ns(t->src->ctx);
+		opal_list_add(&t->exits, &p->exit_node);
+	}
+	return unexclude(t, pid);
 }
 
 /* Is the process behind p's pid still the one p describes? */
@@ -411,11 +458,14 @@ size_t opal_procs_revalidate(struct opal_proc_table *t, void (*gone)(void *ctx, 
 		struct opal_proc *p = opal_container_of(l, struct opal_proc, lru);
 		pid_t pid = p->pid;
 		prev = l->prev;
-		if (still_same(t, p))
+		if (p->exited || still_same(t, p))
 			continue;
 		opal_debug("pid %d (%s): gone or replaced since it was cached: dropped", (int)pid,
 			   p->info.comm);
-		opal_procs_exited(t, pid);
+		/* at once: when it exited is unknown, and an exec keeps the
+		 * start time still_dying looks at */
+		opal_procs_forget(t, pid);
+		unexclude(t, pid);
 		n++;
 		if (gone)
 			gone(ctx, pid);
@@ -429,7 +479,7 @@ size_t opal_procs_revalidate(struct opal_proc_table *t, void (*gone)(void *ctx, 
 			i++;
 			continue;
 		}
-		opal_procs_exited(t, pid);
+		unexclude(t, pid);
 		n++;
 		if (gone)
 			gone(ctx, pid);

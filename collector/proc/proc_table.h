@@ -1,6 +1,7 @@
 /* Per-process cache: /proc/PID/maps with each mapping's file resolution,
- * and the Process message facts (procinfo.h). Dropped on exec and exit
- * events. Bounded to `max_procs` entries (least recently used dropped).
+ * and the Process message facts (procinfo.h). Dropped on exec events,
+ * and OPAL_EXIT_GRACE_NS after exit events. Bounded to `max_procs` entries
+ * (least recently used dropped).
  * Modules above keep state of their own per process (the BPF unwinder:
  * unwind/unwind_proc.h) and learn of its changes through hooks; an entry
  * they still need after it left the table (parked samples) is pinned.
@@ -29,6 +30,10 @@
 #define OPAL_MAPS_REREAD_NS     100000000ull   /* 100 ms */
 #define OPAL_MAX_EXTRA_EXCLUDED 64             /* pids excluded by opal_procs_exclude */
 #define OPAL_PROC_MAX_HOOKS     4              /* modules keeping per-process state */
+/* How long an exited process's entry stays for the samples of its exit
+ * path (taken after its exit event: closing files, exit_mm on kernels that
+ * trace the exit before it, the last schedule). */
+#define OPAL_EXIT_GRACE_NS      2000000000ull  /* 2 s */
 
 enum opal_map_state {
 	OPAL_MAP_UNRESOLVED = 0,
@@ -65,6 +70,10 @@ struct opal_proc {
 	uint32_t pins;              /* holders keeping it past its drop (opal_procs_pin) */
 	bool gone;                  /* dropped (exit, exec, bound) but kept, with
 				     * its maps, for its pins */
+	bool exited;                /* its exit event came: still in the table
+				     * for OPAL_EXIT_GRACE_NS, on `exits` */
+	uint64_t exited_ns;         /* when (src->now_ns) */
+	struct opal_list exit_node; /* on the table's `exits` while exited */
 	struct opal_unwind_proc *unwind;   /* the BPF unwinder's state, owned by
 					    * it (its hooks free it), or NULL */
 	struct opal_interp_proc *interp;   /* interpreter state (collector/interp/),
@@ -107,6 +116,7 @@ struct opal_proc_table {
 	struct opal_file *vdso;            /* the vDSO image (vdso.h), or NULL */
 	uint64_t next_serial;
 	struct opal_list gone;             /* gone processes still pinned */
+	struct opal_list exits;            /* exited entries, newest first */
 };
 
 /* `src`, `files` and `ctr` must outlive the table. With include_self false
@@ -143,19 +153,26 @@ bool opal_procs_has_jit(const struct opal_proc *p);
 /* Forgets the cached entry of `pid` (exec: maps and facts changed). */
 void opal_procs_forget(struct opal_proc_table *t, pid_t pid);
 
-/* Exit of `pid`: forgets it and drops it from the explicitly excluded
- * pids. Returns true when it was one of those. */
+/* Exit of `pid`: drops it from the explicitly excluded pids, and keeps
+ * its entry (maps, facts, process context) for OPAL_EXIT_GRACE_NS: the
+ * samples of its exit path still belong to it. opal_procs_get gives it to
+ * them while the pid shows this process or none; a process that reused
+ * the pid gets a new entry. Returns true when it was an excluded pid. */
 bool opal_procs_exited(struct opal_proc_table *t, pid_t pid);
+
+/* Forgets the exited entries older than OPAL_EXIT_GRACE_NS (also done by
+ * opal_procs_exited and opal_procs_get). */
+void opal_procs_reap(struct opal_proc_table *t);
 
 /* Forgets every entry. */
 void opal_procs_clear(struct opal_proc_table *t);
 
 /* After lost exec/exit events: checks every cached entry and every
  * explicitly excluded pid against the process now behind its pid (its
- * identity: start time and executable), and handles those that are gone,
- * another process, or another executable as opal_procs_exited would,
- * calling `gone` (may be NULL) for each such pid. The others keep their
- * maps; an exec of the same executable is left to BPF's address-space
+ * identity: start time and executable), and forgets those that are gone,
+ * another process, or another executable at once (no exit grace: when they
+ * exited is unknown) and drops them from the excluded pids, calling `gone`
+ * (may be NULL) for each such pid. The others keep their maps; an exec of the same executable is left to BPF's address-space
  * check (OPAL_SAMPLE_UNKNOWN_PROC). Without src->identity every entry
  * is forgotten and the excluded pids are kept. Returns the number of pids
  * handled. */

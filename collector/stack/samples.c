@@ -344,8 +344,9 @@ static int translate_for(struct opal_stacks *s, struct opal_proc *p,
 		opal_unwinder_sync(s->unwind, p, ev);
 	/* gone before its maps could be read, or since they were (no
 	 * /proc/PID, or a zombie's empty maps): its exit event, right behind
-	 * in the ring buffer, lists its VMAs */
+	 * in the ring buffer, lists its VMAs (unless it came already) */
 	if (s->unwind && p->maps_read && (p->n_maps == 0 || p->maps_err == -ESRCH) && !p->gone &&
+	    !p->exited &&
 	    parking && may_park(s, ev) && park(s, p, NULL, ev))
 		return OPAL_TRANSLATE_PARKED;
 	if (s->interp) {

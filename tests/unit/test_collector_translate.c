@@ -593,9 +593,12 @@ static void test_opal_processes_excluded(void **state)
 	/* ... also after its cache entry is gone (exec) */
 	opal_procs_forget(&x->procs, 300);
 	assert_int_equal(translate(x, 300, NULL, 0, u, 1), 1);
-	/* its exit ends the exclusion */
+	/* its exit ends the exclusion: its exit path is still its own, a
+	 * process that reuses the pid is not */
 	assert_true(opal_procs_exited(&x->procs, 300));
 	assert_false(opal_procs_exited(&x->procs, 300));
+	assert_int_equal(translate(x, 300, NULL, 0, u, 1), 1);
+	x->fake.procs[2].start = 2;
 	assert_int_equal(translate(x, 300, NULL, 0, u, 1), 0);
 	fx_free(x);
 
@@ -608,6 +611,50 @@ static void test_opal_processes_excluded(void **state)
 	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);
 	assert_int_equal(x->fake.n_excluded, 0);
 	assert_int_equal(x->ctr.samples_self, 0);
+	fx_free(x);
+}
+
+/* Samples taken after a process's exit event (its exit path) keep its
+ * entry for OPAL_EXIT_GRACE_NS; a new process on the pid gets its own. */
+static void test_exit_path_keeps_entry(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+	uint64_t u[] = { BASE + 0x17e7 };
+	struct opal_proc *p;
+
+	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);
+	p = opal_procs_peek(&x->procs, 100);
+	assert_false(opal_procs_exited(&x->procs, 100));
+	assert_int_equal(x->fake.info_reads, 1);
+	/* a zombie (same start time) ... */
+	x->fake.now += OPAL_EXIT_GRACE_NS / 2;
+	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);
+	assert_ptr_equal(opal_procs_peek(&x->procs, 100), p);
+	/* ... and a pid no longer in /proc: still the exited process */
+	x->fake.procs[0].pid = 0;
+	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);
+	assert_int_equal(x->fake.info_reads, 1);
+	assert_int_equal(x->ctr.maps_reads, 1);
+	expect_frame(&x->stack.frames[0], NATIVE, 0x17e7, false);
+	/* past the grace: forgotten */
+	x->fake.now += OPAL_EXIT_GRACE_NS;
+	opal_procs_reap(&x->procs);
+	assert_null(opal_procs_peek(&x->procs, 100));
+	assert_int_equal(x->procs.n_procs, 0);
+
+	/* another process reusing the pid within the grace: a new entry */
+	x->fake.procs[0].pid = 100;
+	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);
+	assert_false(opal_procs_exited(&x->procs, 100));
+	x->fake.procs[0].start = 7;
+	assert_int_equal(translate(x, 100, NULL, 0, u, 1), 0);
+	assert_int_equal(x->fake.info_reads, 3);
+	assert_false(opal_procs_peek(&x->procs, 100)->exited);
+	/* an exec of the pid forgets the exited entry at once */
+	assert_false(opal_procs_exited(&x->procs, 100));
+	opal_procs_forget(&x->procs, 100);
+	assert_null(opal_procs_peek(&x->procs, 100));
 	fx_free(x);
 }
 
@@ -1212,6 +1259,7 @@ int main(void)
 		cmocka_unit_test(test_gone_since_read),
 		cmocka_unit_test(test_fd_lru_and_reopen),
 		cmocka_unit_test(test_identity_bound),
+		cmocka_unit_test(test_exit_path_keeps_entry),
 		cmocka_unit_test(test_shared_file_one_entry),
 		cmocka_unit_test(test_busy_file_built_ahead),
 		cmocka_unit_test(test_stale_rereads_quick_then_limited),
