@@ -253,6 +253,7 @@ static void fill_counters(struct collector *c, const uint64_t *bpf,
 	out->vma_busy = bpf[OPAL_CTR_VMA_BUSY];
 	out->lifecycle_lost = bpf[OPAL_CTR_PROC_LOST];
 	out->procs_revalidated = c->ctr.procs_revalidated;
+	out->procs_evicted = c->ctr.procs_evicted;
 	out->offcpu_switches = bpf[OPAL_CTR_OFFCPU_SWITCHES];
 	out->offcpu_sampled = bpf[OPAL_CTR_OFFCPU_SAMPLED];
 	out->offcpu_table_full = bpf[OPAL_CTR_OFFCPU_FULL];

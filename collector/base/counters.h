@@ -32,6 +32,8 @@ struct opal_counters {
 	uint64_t proc_install_errors;     /* ... that failed */
 	uint64_t procs_revalidated;       /* cached processes dropped after lost
 					   * exec/exit events (gone or replaced) */
+	uint64_t procs_evicted;           /* cached processes dropped for the
+					   * table's bound (least recently used) */
 	uint64_t offcpu_samples;          /* off-CPU samples added to intervals */
 	uint64_t offcpu_unmatched;        /* off-CPU sample or end records without partner */
 	/* interpreter frames (collector/interp/) */

@@ -397,6 +397,7 @@ struct opal_proc *opal_procs_get(struct opal_proc_table *t, pid_t pid)
 	while (t->n_procs > t->max_procs) {
 		struct opal_list *last = opal_list_last(&t->lru);
 		free_proc(t, opal_container_of(last, struct opal_proc, lru));
+		t->ctr->procs_evicted++;
 	}
 	if (!p->excluded)
 		read_maps(t, p);

@@ -306,6 +306,9 @@ static void render_collectors(FILE *f)
 		  "Exec/exit events lost because the lifecycle ring was full"),
 		F(procs_revalidated, "procs_revalidated",
 		  "Cached processes dropped after lost exec/exit events (gone or replaced)"),
+		F(procs_evicted, "procs_evicted",
+		  "Cached processes dropped for the collector's process table bound (least recently "
+		  "used)"),
 		F(offcpu_switches, "offcpu_switches",
 		  "User tasks switched out blocking (not preempted), with --off-cpu"),
 		F(offcpu_sampled, "offcpu_sampled", "Blocking switches picked by the off-CPU threshold"),

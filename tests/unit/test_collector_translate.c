@@ -725,6 +725,28 @@ static void test_truncated_and_unreadable_stacks(void **state)
 	fx_free(x);
 }
 
+/* Past the table's bound the least recently used entry goes, counted. */
+static void test_table_bound_evicts(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(16, 16, false);
+
+	for (pid_t pid = 5000; pid < 5016; pid++)
+		assert_non_null(opal_procs_get(&x->procs, pid));
+	assert_int_equal(x->ctr.procs_evicted, 0);
+	assert_non_null(opal_procs_get(&x->procs, 5000));   /* used again: now the newest */
+	assert_non_null(opal_procs_get(&x->procs, 5016));
+	assert_int_equal(x->procs.n_procs, 16);
+	assert_int_equal(x->ctr.procs_evicted, 1);
+	assert_non_null(opal_procs_peek(&x->procs, 5000));
+	assert_null(opal_procs_peek(&x->procs, 5001));
+	/* the evicted process, sampled again, gets an entry of its own */
+	assert_non_null(opal_procs_get(&x->procs, 5001));
+	assert_int_equal(x->ctr.procs_evicted, 2);
+	assert_null(opal_procs_peek(&x->procs, 5002));
+	fx_free(x);
+}
+
 static void test_process_gone(void **state)
 {
 	(void)state;
@@ -1251,6 +1273,7 @@ int main(void)
 		cmocka_unit_test(test_exec_drops_cached_maps),
 		cmocka_unit_test(test_truncated_and_unreadable_stacks),
 		cmocka_unit_test(test_process_gone),
+		cmocka_unit_test(test_table_bound_evicts),
 		cmocka_unit_test(test_revalidate_after_lost_events),
 		cmocka_unit_test(test_maps_from_vmas_order),
 		cmocka_unit_test(test_interp_frames_at_their_evaluation),

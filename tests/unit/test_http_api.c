@@ -225,6 +225,7 @@ static void test_health_metrics_routes(void **state)
 	cc.samples_total = 1234;
 	cc.frames_truncated = 77;
 	cc.vma_busy = 5;
+	cc.procs_evicted = 9;
 	opal_metrics_collector_counters("host\"a", 7, 3, &cc);
 	/* an older interval of the same run (re-sent) does not move them back */
 	Opal__Wire__V1__CollectorCounters older = OPAL__WIRE__V1__COLLECTOR_COUNTERS__INIT;
@@ -238,6 +239,7 @@ static void test_health_metrics_routes(void **state)
 	assert_non_null(strstr(r.body, "opal_collector_samples_total{host=\"host\\\"a\",run=\"0000000000000007\"} 1234"));
 	assert_non_null(strstr(r.body, "opal_collector_frames_truncated_total{host=\"host\\\"a\",run=\"0000000000000007\"} 77"));
 	assert_non_null(strstr(r.body, "opal_collector_vma_busy_total{host=\"host\\\"a\",run=\"0000000000000007\"} 5"));
+	assert_non_null(strstr(r.body, "opal_collector_procs_evicted_total{host=\"host\\\"a\",run=\"0000000000000007\"} 9"));
 	assert_non_null(strstr(r.body, "opal_symbolize_cache_misses_total"));
 	for (char *line = r.body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1
 									  : NULL)
