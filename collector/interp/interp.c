@@ -42,21 +42,30 @@ static struct opal_interp_proc *state_of(struct opal_proc *p)
 	return p->interp;
 }
 
-static void uninstall(struct opal_interp *ip, struct opal_proc *p)
+/* Removes the walk `w` of `pid` from BPF, unless BPF holds another one
+ * (it may have set a new image up since: an exec). */
+static void remove_walk(struct opal_interp *ip, uint32_t pid, const struct opal_py_walk *w)
+{
+	struct opal_py_walk now;
+
+	if (ip->walk_map_fd >= 0 && bpf_map_lookup_elem(ip->walk_map_fd, &pid, &now) == 0 &&
+	    memcmp(&now, w, sizeof(now)) == 0)
+		bpf_map_delete_elem(ip->walk_map_fd, &pid);
+}
+
+/* Forgets p's set-up; with `keep_bpf` its BPF entries stay for the caller
+ * to overwrite or remove (opal_interp_sync). */
+static void release(struct opal_interp *ip, struct opal_proc *p, bool keep_bpf)
 {
 	struct opal_interp_proc *s = p->interp;
 	uint32_t pid = (uint32_t)p->pid;
-	struct opal_py_walk now;
 
 	if (!s)
 		return;
-	/* only its own: BPF may have set a new image up since (an exec) */
-	if (s->installed && ip->walk_map_fd >= 0 &&
-	    bpf_map_lookup_elem(ip->walk_map_fd, &pid, &now) == 0 &&
-	    memcmp(&now, &s->setup.walk, sizeof(now)) == 0)
-		bpf_map_delete_elem(ip->walk_map_fd, &pid);
+	if (s->installed && !keep_bpf)
+		remove_walk(ip, pid, &s->setup.walk);
 	s->installed = false;
-	if (s->tctx_installed && ip->tctx_map_fd >= 0)
+	if (s->tctx_installed && !keep_bpf && ip->tctx_map_fd >= 0)
 		bpf_map_delete_elem(ip->tctx_map_fd, &pid);
 	s->tctx_installed = false;
 	if (s->rt && s->setup.state)
@@ -78,7 +87,7 @@ static void on_forgotten(void *ctx, struct opal_proc *p)
 
 	if (!p->interp)
 		return;
-	uninstall(ip, p);
+	release(ip, p, false);
 	opal_code_cache_forget_process(&ip->codes, &p->interp->codes);
 }
 
@@ -315,13 +324,21 @@ static void tctx_install(struct opal_interp *ip, struct opal_proc *p, struct opa
 
 void opal_interp_sync(struct opal_interp *ip, struct opal_proc *p)
 {
+	uint32_t pid = (uint32_t)p->pid;
 	struct opal_interp_proc *s;
-	bool runtime = false;
+	struct opal_py_walk old;
+	bool runtime = false, had_walk, had_tctx;
 
 	if (p->excluded || p->gone || !(s = state_of(p)) || s->synced)
 		return;
 	s->synced = true;
-	uninstall(ip, p);
+	/* BPF keeps the old entries until the new ones overwrite them:
+	 * removed first, the process's samples, and the children it forks,
+	 * would go without a walk while the new set-up reads its memory */
+	had_walk = s->installed;
+	had_tctx = s->tctx_installed;
+	old = s->setup.walk;
+	release(ip, p, true);
 	for (size_t i = 0; i < p->n_maps; i++) {
 		struct opal_file *file;
 		const struct opal_map_res *r;
@@ -338,6 +355,10 @@ void opal_interp_sync(struct opal_interp *ip, struct opal_proc *p)
 			runtime = true;
 		}
 	}
+	if (had_walk && !s->installed)
+		remove_walk(ip, pid, &old);
+	if (had_tctx && !s->tctx_installed && ip->tctx_map_fd >= 0)
+		bpf_map_delete_elem(ip->tctx_map_fd, &pid);
 }
 
 bool opal_interp_is_eval(const struct opal_proc *p, uint64_t pc)

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <bpf/bpf.h>
 
 #include "collector/stack/samples.h"
 #include "collector/unwind/unwind_proc.h"
@@ -885,10 +886,24 @@ static void rt_free_info(void *info)
 {
 }
 
+/* test_interp_resync_keeps_walk: the walk map to look into at set-up
+ * (-1: none), what was found there, and whether set-up fails */
+static int rt_walk_fd = -1;
+static bool rt_walk_seen, rt_setup_fails;
+
 static int rt_setup(const void *info, pid_t pid, uint64_t bias, struct opal_interp_setup *out,
 		    const char **why)
 {
+	struct opal_py_walk w;
+	uint32_t key = (uint32_t)pid;
+
+	if (rt_walk_fd >= 0)
+		rt_walk_seen = bpf_map_lookup_elem(rt_walk_fd, &key, &w) == 0;
+	if (rt_setup_fails)
+		return -ESRCH;
 	memset(out, 0, sizeof(*out));
+	out->walk.runtime = bias + 0x4000;
+	out->walk.version = 0x030b;
 	out->eval_start[0] = bias + 0x1700;
 	out->eval_limit[0] = bias + 0x1780;
 	out->n_eval = 1;
@@ -996,6 +1011,55 @@ static void test_interp_frames_at_their_evaluation(void **state)
 	assert_int_equal(f.x->ctr.interp_code_reads, 3);
 	assert_int_equal(f.x->ctr.interp_unmatched, 0);
 	pyfx_free(&f);
+}
+
+/* Re-reads the maps of pid 100 (a sample with a PC in no mapping, past
+ * the re-read's rate limit), which sets it up again at its next sample:
+ * returns whether its walk was in BPF (`fd`) during that set-up. */
+static bool resync(struct pyfx *f, int fd)
+{
+	uint64_t u[] = { EVAL_LO + 0x10 }, miss[] = { EVAL_LO + 0x10, 0x10000010 };
+	uint64_t reads = f->x->ctr.maps_reads;
+	char kinds[64];
+
+	rt_walk_fd = fd;
+	rt_walk_seen = false;
+	f->x->fake.now += 200 * MS;
+	translate_py(f, miss, 2, NULL, 0, kinds);
+	translate_py(f, u, 1, NULL, 0, kinds);
+	assert_int_equal(f->x->ctr.maps_reads, reads + 1);
+	rt_walk_fd = -1;
+	return rt_walk_seen;
+}
+
+/* A process set up again (its maps re-read) keeps its BPF walk while the
+ * new set-up runs: removed first, its samples and the children it forks
+ * then would go without one. A set-up that fails removes it. */
+static void test_interp_resync_keeps_walk(void **state)
+{
+	(void)state;
+	uint64_t u[] = { EVAL_LO + 0x10 };
+	struct opal_py_walk w;
+	uint32_t key = 100;
+	struct pyfx f;
+	char kinds[64];
+	int fd = bpf_map_create(BPF_MAP_TYPE_HASH, "test_walks", sizeof(key), sizeof(w), 16, NULL);
+
+	if (fd < 0)
+		fail_msg("bpf_map_create: %s (this test needs root and BPF)", strerror(errno));
+	pyfx_init(&f);
+	f.ip.walk_map_fd = fd;
+	translate_py(&f, u, 1, NULL, 0, kinds);
+	assert_int_equal(bpf_map_lookup_elem(fd, &key, &w), 0);
+	assert_int_equal(w.runtime, BASE + 0x4000);
+	assert_true(resync(&f, fd));
+	assert_int_equal(bpf_map_lookup_elem(fd, &key, &w), 0);
+	rt_setup_fails = true;
+	assert_true(resync(&f, fd));
+	rt_setup_fails = false;
+	assert_int_not_equal(bpf_map_lookup_elem(fd, &key, &w), 0);
+	pyfx_free(&f);
+	close(fd);
 }
 
 /* 3.12+: shim frames end each evaluation, one of which has run no frame
@@ -1278,6 +1342,7 @@ int main(void)
 		cmocka_unit_test(test_maps_from_vmas_order),
 		cmocka_unit_test(test_interp_frames_at_their_evaluation),
 		cmocka_unit_test(test_interp_boundaries_and_unmatched),
+		cmocka_unit_test(test_interp_resync_keeps_walk),
 		cmocka_unit_test(test_interp_errors),
 		cmocka_unit_test(test_gone_since_read),
 		cmocka_unit_test(test_fd_lru_and_reopen),
