@@ -226,16 +226,22 @@ static __always_inline struct opal_unwind_mapping *find_mapping(void *pmaps, __u
 #define RULE_PENDING 2   /* the slot holds no table (yet) */
 #define RULE_ENTRY   3   /* no unwind info, but the file's entry code: outermost */
 
-/* The rule body for ELF virtual address `vaddr` in table `slot`: the
- * reference lookup of collector/unwind/table/unwind_lookup.c. */
-static __always_inline int find_body(__u32 slot, __u64 vaddr, struct opal_unwind_body **out)
+/* The rule body for ELF virtual address `vaddr` in table `slot`, copied
+ * to *out when RULE_FOUND: the reference lookup of
+ * collector/unwind/table/unwind_lookup.c. A global function: the verifier
+ * checks it once, on its own, not again on every path of the walk that
+ * reaches it (on 6.18.44 those visits were most of opal_sample's count). */
+__noinline int opal_find_body(__u32 slot, __u64 vaddr, struct opal_unwind_body *out)
 {
 	struct opal_unwind_table_info *info = bpf_map_lookup_elem(&unwind_info, &slot);
+	struct opal_unwind_body *b;
 	struct opal_unwind_rule *r;
 	void *rules, *bodies;
 	__u32 lo = 0, hi, key, idx;
 	int gap = RULE_GAP;
 
+	if (!out)
+		return RULE_GAP;
 	if (!info || info->n_rules == 0)
 		return RULE_PENDING;
 	rules = bpf_map_lookup_elem(&unwind_rules, &slot);
@@ -273,10 +279,11 @@ static __always_inline int find_body(__u32 slot, __u64 vaddr, struct opal_unwind
 	if (!r)
 		return gap;
 	idx = r->body;
-	*out = bpf_map_lookup_elem(bodies, &idx);
-	if (!*out)
+	b = bpf_map_lookup_elem(bodies, &idx);
+	if (!b || OPAL_UNWIND_KIND(b->cfa) == OPAL_CFA_GAP)
 		return gap;
-	return OPAL_UNWIND_KIND((*out)->cfa) == OPAL_CFA_GAP ? gap : RULE_FOUND;
+	*out = *b;
+	return RULE_FOUND;
 }
 
 /* ---- bpf_find_vma ----------------------------------------------------------- */
@@ -389,7 +396,7 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 	struct opal_sample_event *ev;
 	struct opal_unwind_regs *regs;
 	struct opal_unwind_mapping *m;
-	struct opal_unwind_body *b = NULL;
+	struct opal_unwind_body body;
 	struct vma_info v;
 	__u64 pc, vaddr;
 	__u8 flags = 0;
@@ -448,7 +455,7 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 		vaddr = pc - m->bias;
 		if (!(regs->flags & OPAL_REGS_EXACT_PC))
 			vaddr -= 1;   /* a return address may be past the call's function */
-		rc = find_body(m->slot, vaddr, &b);
+		rc = opal_find_body(m->slot, vaddr, &body);
 		if (rc == RULE_PENDING) {
 			defer(s, OPAL_SAMPLE_PENDING);
 			return 1;
@@ -457,7 +464,7 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 			s->done = 1;
 			return 1;
 		}
-		if (rc == RULE_GAP || !b) {
+		if (rc == RULE_GAP) {
 			/* no FDE: code built without unwind tables, which
 			 * may keep frame pointers (docs/unwinding.md) */
 			rc = opal_unwind_fp_step(regs, NULL);
@@ -470,12 +477,12 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 		} else {
 			/* the kernel "returns" into a signal trampoline: its
 			 * PC was never a call's return address */
-			if (OPAL_UNWIND_KIND(b->cfa) == OPAL_CFA_SIGNAL) {
+			if (OPAL_UNWIND_KIND(body.cfa) == OPAL_CFA_SIGNAL) {
 				__u32 top = (__u32)ev->ustack_n - 1;
 				if (top < OPAL_USTACK_SLOTS)
 					ev->uflags[top] &= ~OPAL_UFRAME_RETURN;
 			}
-			rc = opal_unwind_step(b, regs, s->sc, NULL);
+			rc = opal_unwind_step(&body, regs, s->sc, NULL);
 		}
 	}
 	if (rc == OPAL_STEP_END) {
