@@ -233,20 +233,20 @@ static __always_inline struct opal_unwind_mapping *find_mapping(void *pmaps, __u
  * reaches it (on 6.18.44 those visits were most of opal_sample's count). */
 __noinline int opal_find_body(__u32 slot, __u64 vaddr, struct opal_unwind_body *out)
 {
-	struct opal_unwind_table_info *info = bpf_map_lookup_elem(&unwind_info, &slot);
+	struct opal_unwind_table_info *info;
 	struct opal_unwind_body *b;
 	struct opal_unwind_rule *r;
 	void *rules, *bodies;
-	__u32 lo = 0, hi, key, idx;
+	__u32 lo = 0, hi, key, k = slot;   /* k: the one map key on the stack */
 	int gap = RULE_GAP;
 
 	if (!out)
 		return RULE_GAP;
+	info = bpf_map_lookup_elem(&unwind_info, &k);
 	if (!info || info->n_rules == 0)
 		return RULE_PENDING;
-	rules = bpf_map_lookup_elem(&unwind_rules, &slot);
-	bodies = bpf_map_lookup_elem(&unwind_bodies, &slot);
-	if (!rules || !bodies)
+	rules = bpf_map_lookup_elem(&unwind_rules, &k);
+	if (!rules)
 		return RULE_PENDING;
 	if (info->entry && vaddr >= info->entry && vaddr - info->entry < OPAL_UNWIND_ENTRY_SPAN)
 		gap = RULE_ENTRY;
@@ -261,25 +261,30 @@ __noinline int opal_find_body(__u32 slot, __u64 vaddr, struct opal_unwind_body *
 	for (int i = 0; i < OPAL_UNWIND_SEARCH_STEPS; i++) {
 		if (lo >= hi)
 			break;
-		__u32 mid = lo + ((hi - lo) >> 1);
-		r = bpf_map_lookup_elem(rules, &mid);
+		k = lo + ((hi - lo) >> 1);
+		r = bpf_map_lookup_elem(rules, &k);
 		if (!r)
 			return gap;
 		/* all ones when r->addr > key (both below 2^32: the
 		 * difference wraps), else zero */
 		__u32 above = (__u32)(((__u64)key - (__u64)r->addr) >> 32);
 		barrier_var(above);   /* keep clang from turning it back into a branch */
-		lo = (lo & above) | ((mid + 1) & ~above);
-		hi = (mid & above) | (hi & ~above);
+		lo = (lo & above) | ((k + 1) & ~above);
+		hi = (k & above) | (hi & ~above);
 	}
 	if (lo == 0)
 		return gap;
-	idx = lo - 1;
-	r = bpf_map_lookup_elem(rules, &idx);
+	k = lo - 1;
+	r = bpf_map_lookup_elem(rules, &k);
 	if (!r)
 		return gap;
-	idx = r->body;
-	b = bpf_map_lookup_elem(bodies, &idx);
+	/* looked up last: not kept across the search (the stack is tight
+	 * under opal_switch on 6.1, which counts the walk's frames too) */
+	k = r->body;
+	bodies = bpf_map_lookup_elem(&unwind_bodies, &slot);
+	if (!bodies)
+		return RULE_PENDING;
+	b = bpf_map_lookup_elem(bodies, &k);
 	if (!b || OPAL_UNWIND_KIND(b->cfa) == OPAL_CFA_GAP)
 		return gap;
 	*out = *b;
