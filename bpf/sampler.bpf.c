@@ -237,7 +237,7 @@ __noinline int opal_find_body(__u32 slot, __u64 vaddr, struct opal_unwind_body *
 	struct opal_unwind_body *b;
 	struct opal_unwind_rule *r;
 	void *rules, *bodies;
-	__u32 lo = 0, hi, key, k = slot;   /* k: the one map key on the stack */
+	__u32 lo = 0, hi, key, k = slot;   /* k: every key but the bodies lookup's */
 	int gap = RULE_GAP;
 
 	if (!out)
