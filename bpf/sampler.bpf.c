@@ -751,10 +751,14 @@ static __always_inline struct opal_sample_event *sample_begin(struct scratch *s,
 
 /* No user stack for kernel threads, nor during execve: past its point of
  * no return the saved user registers belong to the old image and the
- * address space to the new one. */
+ * address space to the new one. Nor on the exit path once exit_mm() has
+ * dropped the address space (task->mm is NULL while exit_mmap() tears it
+ * down): no user byte is readable any more, so the sample is the kernel's
+ * stack alone, as perf's callchain is. */
 static __always_inline bool has_user_stack(struct task_struct *task)
 {
-	return !(task->flags & OPAL_PF_KTHREAD) && !BPF_CORE_READ_BITFIELD_PROBED(task, in_execve);
+	return !(task->flags & OPAL_PF_KTHREAD) && !BPF_CORE_READ_BITFIELD_PROBED(task, in_execve) &&
+	       BPF_CORE_READ(task, mm);
 }
 
 /* The user part of s->ev from the user registers `regs` got (0, or -1

@@ -123,6 +123,7 @@ pair "signal:$fx/nofp signal 3" "rareg:$fx/nofp rareg 3"
 pair "vfork:$fx/nofp vfork 3" "fork:$fx/nofp fork 3"
 pair "deep300:$fx/nofp deep 3 300" "vdso:$fx/nofp vdso 3"
 pair "fpchain:$fxfp/fpwalk chain 3" "fpqsort:$fxfp/fpwalk qsort 3"
+pair "exits:$fx/nofp exits 3 64"
 pair "dlopen:$fx/nofp dlopen 1.5 $fx" "exec:$fx/nofp exec 1.5 $fx/nofp2"
 pair "replaced_new:$tmp/repl/nofp spin 3 1" \
 	"chroot:unshare --mount --propagation private chroot $croot /nofp spin 3 2"
@@ -277,6 +278,33 @@ check "fork without exec: parent" "$(pid_of fork)" "" \
 	"${any}spin_leaf;fork_parent_spin;do_fork;main;$root" 90
 check "fork without exec: child" "$(awk '/^child / { print $2 }' "$logs/fork")" "" \
 	"${any}spin_leaf;fork_child_spin;do_fork;main;$root" 90
+# Exit paths: once exit_mm() has dropped a process's address space (its
+# memory freed in exit_mmap()), a sample is the kernel's stack alone; no
+# sample of these children ends in an error frame (docs/unwinding.md).
+if msg=$(paste "$stacks" "$tmp/user.txt" | awk -F'\t' \
+	-v pids="$(awk '/^child / { print $2 }' "$logs/exits")" '
+	BEGIN { n = split(pids, p, " "); for (i = 1; i <= n; i++) want[p[i]] = 1 }
+	!($2 in want) { next }
+	{
+		total += $4
+		if ($1 ~ /;exit_mmap;/) {
+			freeing += $4
+			if ($5 != "") { bad += $4; ex = $1 }
+			next
+		}
+		k = split($5, f, ";")
+		if ($5 == "" || f[k] == "_start") next
+		bad += $4; ex = $1
+	}
+	END {
+		if (freeing < 3) { printf "%d of %d samples in exit_mmap (want >= 3)", freeing, total; exit 1 }
+		if (bad) { printf "%d of %d samples, e.g. %s", bad, total, substr(ex, 1, 600); exit 1 }
+		printf "%d of %d samples in exit_mmap", freeing, total
+	}'); then
+	pass "exit path without an address space: kernel stack only ($msg)"
+else
+	fail "exit path without an address space: kernel stack only" "$msg"
+fi
 # 300 recursions: the 256 leaf-most frames, then the truncation frame.
 check "recursion 300 deep: 256 frames and a truncation frame" "$(pid_of deep300)" "" \
 	"${any}spin_leaf;(recurse;)+\\[truncated stack\\]" 90
