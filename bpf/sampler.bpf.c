@@ -393,6 +393,23 @@ static __always_inline bool mapping_current(struct scratch *s, struct opal_unwin
 	return false;
 }
 
+/* The 8 bytes of code at user address `pc`, 0 when unreadable. */
+static __always_inline __u64 code_at(__u64 pc)
+{
+	__u64 code = 0;
+
+	if (bpf_probe_read_user(&code, sizeof(code), (const void *)pc) < 0)
+		return 0;
+	return code;
+}
+
+/* The code at an exact PC, for a frame-pointer step to see a prologue or
+ * a return; a return address needs none (0). */
+static __always_inline __u64 exact_code(const struct opal_unwind_regs *regs)
+{
+	return (regs->flags & OPAL_REGS_EXACT_PC) ? code_at(regs->r[OPAL_DWARF_PC]) : 0;
+}
+
 /* One iteration per frame: the frame on top of ustack (registers in
  * ev.regs) is unwound to its caller, which is pushed. */
 static long walk_step(__u32 index, struct walk_ctx *w)
@@ -448,13 +465,10 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 		return 1;
 	}
 	if (m->flags & OPAL_MAPPING_JIT) {
-		__u64 code = 0;
-		if (bpf_probe_read_user(&code, sizeof(code), (const void *)pc) < 0)
-			code = 0;
-		rc = opal_unwind_jit_step(regs, code, NULL);
+		rc = opal_unwind_jit_step(regs, code_at(pc), NULL);
 		flags = OPAL_UFRAME_FP;
 	} else if (m->slot == OPAL_SLOT_NONE) {
-		rc = opal_unwind_fp_step(regs, NULL);
+		rc = opal_unwind_fp_step(regs, exact_code(regs), NULL);
 		flags = OPAL_UFRAME_FP;
 	} else {
 		vaddr = pc - m->bias;
@@ -472,7 +486,7 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 		if (rc == RULE_GAP) {
 			/* no FDE: code built without unwind tables, which
 			 * may keep frame pointers (docs/unwinding.md) */
-			rc = opal_unwind_fp_step(regs, NULL);
+			rc = opal_unwind_fp_step(regs, exact_code(regs), NULL);
 			if (rc != OPAL_STEP_OK) {
 				stop_error(s, OPAL_UERR_NO_UNWIND_INFO);
 				return 1;

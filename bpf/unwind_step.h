@@ -181,16 +181,53 @@ OPAL_UNWIND_INLINE int opal_unwind_step(const struct opal_unwind_body *b,
 	return opal_unwind_finish(b, regs, cfa, rctx);
 }
 
+/* x86-64 instructions at which a frame-pointer function's RBP is still
+ * its caller's: its entry (push %rbp, after an endbr64 or not), the next
+ * instruction (mov %rsp,%rbp) and its return (ret, rep ret). Matched
+ * against the little-endian bytes at the PC. */
+#define OPAL_X86_PUSH_RBP        0x55ull
+#define OPAL_X86_RET             0xc3ull
+#define OPAL_X86_REP_RET         0xc3f3ull
+#define OPAL_X86_ENDBR64_PUSH    0x55fa1e0ff3ull
+#define OPAL_X86_MOV_RSP_RBP     0xe58948ull
+
 /* Frame-pointer step for code without a table (JIT, files without CFI):
- * CFA = RBP + 16, return address at RBP + 8, caller's RBP at RBP.
- * Returns OPAL_STEP_OK, OPAL_STEP_END when RBP is 0 (the x86-64 psABI's
- * mark of the outermost frame, set by _start) or the saved return address
- * is 0, or a negative enum opal_unwind_err. */
-OPAL_UNWIND_INLINE int opal_unwind_fp_step(struct opal_unwind_regs *regs, void *rctx)
+ * CFA = RBP + 16, return address at RBP + 8, caller's RBP at RBP. `code`
+ * holds the 8 bytes at the PC (0 when unknown); when the PC is exact (the
+ * leaf, or a frame a signal interrupted) and they are one of the
+ * instructions above, the frame has no frame pointer yet (or any more):
+ * the return address is at RSP (RSP + 8 after the push) and RBP passes
+ * through. Returns OPAL_STEP_OK, OPAL_STEP_END when RBP is 0 (the x86-64
+ * psABI's mark of the outermost frame, set by _start) or the saved return
+ * address is 0, or a negative enum opal_unwind_err. */
+OPAL_UNWIND_INLINE int opal_unwind_fp_step(struct opal_unwind_regs *regs, __u64 code, void *rctx)
 {
 	__u64 bp = regs->r[OPAL_DWARF_RBP], sp = regs->r[OPAL_DWARF_RSP];
 	__u64 pair[2] = { 0, 0 };
+	__u32 ra_at = 16;   /* no prologue: the return address is at RBP + 8 */
 
+	if (regs->flags & OPAL_REGS_EXACT_PC) {
+		if ((code & 0xff) == OPAL_X86_PUSH_RBP || (code & 0xff) == OPAL_X86_RET ||
+		    (code & 0xffff) == OPAL_X86_REP_RET ||
+		    (code & 0xffffffffffull) == OPAL_X86_ENDBR64_PUSH)
+			ra_at = 0;
+		else if ((code & 0xffffff) == OPAL_X86_MOV_RSP_RBP)
+			ra_at = 8;
+	}
+	if (ra_at != 16) {
+		if (!(regs->valid & (1u << OPAL_DWARF_RSP)))
+			return -OPAL_UERR_REG_UNKNOWN;
+		if (OPAL_UNWIND_READ(rctx, &pair[1], 8, sp + ra_at) < 0)
+			return -OPAL_UERR_UNREADABLE;
+		if (pair[1] == 0)
+			return OPAL_STEP_END;
+		regs->r[OPAL_DWARF_PC] = pair[1];
+		regs->r[OPAL_DWARF_RSP] = sp + ra_at + 8;
+		regs->valid &= 1u << OPAL_DWARF_RBP;
+		regs->valid |= (1u << OPAL_DWARF_RSP) | (1u << OPAL_DWARF_PC);
+		regs->flags = 0;
+		return OPAL_STEP_OK;
+	}
 	if (!(regs->valid & (1u << OPAL_DWARF_RBP)))
 		return -OPAL_UERR_REG_UNKNOWN;
 	if (bp == 0)
@@ -243,7 +280,7 @@ OPAL_UNWIND_INLINE int opal_unwind_jit_step(struct opal_unwind_regs *regs, __u64
 		regs->flags = 0;
 		return OPAL_STEP_OK;
 	}
-	rc = opal_unwind_fp_step(regs, rctx);
+	rc = opal_unwind_fp_step(regs, code, rctx);
 	return rc == OPAL_STEP_END ? -OPAL_UERR_NO_UNWIND_INFO : rc;
 }
 

@@ -297,6 +297,27 @@ struct walk {
 	struct opal_unwind_file *wait_for;
 };
 
+/* The 8 bytes of code at `pc` in process `pid` into *code (0 when
+ * unreadable: the process is gone, or the page is). */
+static void read_code(pid_t pid, uint64_t pc, uint64_t *code)
+{
+	struct iovec local = { code, sizeof(*code) };
+	struct iovec remote = { (void *)(uintptr_t)pc, sizeof(*code) };
+
+	if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(*code))
+		*code = 0;
+}
+
+/* A frame-pointer step at an exact PC looks at its code (a prologue or a
+ * return); anything else needs none. */
+static int fp_step_at(pid_t pid, uint64_t pc, bool exact, uint64_t *code)
+{
+	*code = 0;
+	if (exact)
+		read_code(pid, pc, code);
+	return OPAL_UW_FP;
+}
+
 static int resolve_rule(void *ctx, uint64_t pc, bool exact, struct opal_unwind_body *body,
 			uint64_t *code)
 {
@@ -309,15 +330,12 @@ static int resolve_rule(void *ctx, uint64_t pc, bool exact, struct opal_unwind_b
 	if (i < 0 || !p->maps[i].executable)
 		return -OPAL_UERR_NO_MAPPING;
 	if (opal_maps_is_jit(&p->maps[i])) {
-		struct iovec local = { code, sizeof(*code) };
-		struct iovec remote = { (void *)(uintptr_t)pc, sizeof(*code) };
-		if (process_vm_readv(p->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(*code))
-			*code = 0;
+		read_code(p->pid, pc, code);
 		return OPAL_UW_JIT;
 	}
 	struct opal_unwind_file *uf = mapping_table(w->u, p, (size_t)i, &f, w->now);
 	if (!uf)
-		return OPAL_UW_FP;
+		return fp_step_at(p->pid, pc, exact, code);
 	if (uf->state == OPAL_UFILE_PENDING && (fd = opal_files_fd(w->u->procs->files, f)) >= 0)
 		opal_unwind_file_request(w->u->maps, uf, fd, w->now);
 	if (uf->state == OPAL_UFILE_PENDING || uf->state == OPAL_UFILE_BUILDING) {
@@ -327,11 +345,13 @@ static int resolve_rule(void *ctx, uint64_t pc, bool exact, struct opal_unwind_b
 		return OPAL_UW_WAIT;
 	}
 	if (uf->state != OPAL_UFILE_LOADED)
-		return OPAL_UW_FP;
+		return fp_step_at(p->pid, pc, exact, code);
 	uint64_t vaddr = pc - p->res[i].load_bias - (exact ? 0 : 1);
 	int rc = opal_unwind_file_lookup(w->u->maps, uf, vaddr, body);
 	if (rc < 0)
 		return -OPAL_UERR_NO_UNWIND_INFO;
+	if (rc == 0 && OPAL_UNWIND_KIND(body->cfa) == OPAL_CFA_GAP)
+		fp_step_at(p->pid, pc, exact, code);
 	return rc == 1 ? OPAL_UW_END : OPAL_UW_RULE;
 }
 

@@ -76,7 +76,7 @@ int opal_unwind_user_walk(opal_unwind_resolve_fn resolve, void *ctx,
 			 * frame pointers; as in BPF, a failed step (or an
 			 * outermost-frame answer) means no unwind info, unless
 			 * it read past the copy */
-			rc = opal_unwind_fp_step(regs, &rd);
+			rc = opal_unwind_fp_step(regs, code, &rd);
 			if (rc != OPAL_STEP_OK && !(rc == -OPAL_UERR_UNREADABLE && rd.beyond))
 				rc = -OPAL_UERR_NO_UNWIND_INFO;
 			f = OPAL_UFRAME_FP;
@@ -85,7 +85,7 @@ int opal_unwind_user_walk(opal_unwind_resolve_fn resolve, void *ctx,
 			rc = opal_unwind_jit_step(regs, code, &rd);
 			f = OPAL_UFRAME_FP;
 		} else if (rc == OPAL_UW_FP) {
-			rc = opal_unwind_fp_step(regs, &rd);
+			rc = opal_unwind_fp_step(regs, code, &rd);
 			f = OPAL_UFRAME_FP;
 		} else if (rc == OPAL_UW_RULE) {
 			/* a signal trampoline's PC is no call's return address */

@@ -33,8 +33,11 @@ struct opal_stack_copy {
 
 /* Resolver results besides a negative enum opal_unwind_err
  * (-OPAL_UERR_NO_MAPPING, -OPAL_UERR_NO_UNWIND_INFO). */
-#define OPAL_UW_RULE 0   /* *body holds the rule */
-#define OPAL_UW_FP   1   /* the mapping has no table: step with frame pointers */
+#define OPAL_UW_RULE 0   /* *body holds the rule (for a gap rule, *code as for
+			  * OPAL_UW_FP) */
+#define OPAL_UW_FP   1   /* the mapping has no table: step with frame pointers;
+			  * *code holds the 8 bytes at an exact pc (else 0),
+			  * for opal_unwind_fp_step */
 #define OPAL_UW_END  2   /* the outermost frame (entry code without CFI) */
 #define OPAL_UW_WAIT 3   /* the table is being built: stop, retry the walk later */
 #define OPAL_UW_JIT  4   /* JIT code (anonymous executable memory): *code holds

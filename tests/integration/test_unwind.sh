@@ -123,7 +123,7 @@ pair "signal:$fx/nofp signal 3" "rareg:$fx/nofp rareg 3"
 pair "vfork:$fx/nofp vfork 3" "fork:$fx/nofp fork 3"
 pair "deep300:$fx/nofp deep 3 300" "vdso:$fx/nofp vdso 3"
 pair "fpchain:$fxfp/fpwalk chain 3" "fpqsort:$fxfp/fpwalk qsort 3"
-pair "exits:$fx/nofp exits 3 64"
+pair "exits:$fx/nofp exits 3 64" "fpcalls:$fxfp/fpwalk calls 3"
 pair "dlopen:$fx/nofp dlopen 1.5 $fx" "exec:$fx/nofp exec 1.5 $fx/nofp2"
 pair "replaced_new:$tmp/repl/nofp spin 3 1" \
 	"chroot:unshare --mount --propagation private chroot $croot /nofp spin 3 2"
@@ -410,6 +410,20 @@ check "no CFI: frame pointers through fpwalk and libfpwalk.so, DWARF in libc, to
 	"$(pid_of fpchain)" "fpwalk" "${any}$fp_chain" 90
 check "no CFI: comparator called from libc (frame pointers, DWARF, frame pointers)" \
 	"$(pid_of fpqsort)" "fpwalk" "$fp_qsort" 90
+# A leaf sampled at push %rbp, mov %rsp,%rbp or ret still has its caller's
+# RBP: the return address is read at RSP (a plain frame-pointer step would
+# skip fpw_calls). fpw_tiny takes a large share of the samples.
+check "no CFI: a leaf at its prologue or return keeps its caller" "$(pid_of fpcalls)" "fpwalk" \
+	"${any}fpw_calls;main;$root" 95
+if msg=$(awk -F'\t' -v pid="$(pid_of fpcalls)" -v re="^fpw_tiny;fpw_calls;main;$root\$" '
+	$1 != pid { next }
+	{ total += $3; if ($4 ~ re) tiny += $3 }
+	END { printf "%d of %d samples", tiny, total; exit tiny * 5 >= total && total > 0 ? 0 : 1 }' \
+	"$tmp/user.txt"); then
+	pass "no CFI: samples in the four-instruction leaf fpw_tiny ($msg)"
+else
+	fail "no CFI: samples in the four-instruction leaf fpw_tiny" "$msg, want >= 20%"
+fi
 # The frame-pointer walk itself must never end in an error frame (before
 # the RBP = 0 rule every one of them ended in "no unwind info" after
 # _start); a sample taken while the process was not known yet (its first

@@ -284,18 +284,74 @@ static void test_fp_step(void **state)
 	r.r[OPAL_DWARF_RBP] = slot(20);
 	mem[20] = slot(40);     /* caller's RBP */
 	mem[21] = 0x409999;     /* return address */
-	assert_int_equal(opal_unwind_fp_step(&r, NULL), OPAL_STEP_OK);
+	assert_int_equal(opal_unwind_fp_step(&r, 0, NULL), OPAL_STEP_OK);
 	assert_int_equal(r.r[OPAL_DWARF_PC], 0x409999);
 	assert_int_equal(r.r[OPAL_DWARF_RSP], slot(22));
 	assert_int_equal(r.r[OPAL_DWARF_RBP], slot(40));
 	/* an RBP below RSP is no frame */
 	r = leaf_regs(0x401000, slot(30));
 	r.r[OPAL_DWARF_RBP] = slot(20);
-	assert_int_equal(opal_unwind_fp_step(&r, NULL), -OPAL_UERR_BAD_FRAME);
+	assert_int_equal(opal_unwind_fp_step(&r, 0, NULL), -OPAL_UERR_BAD_FRAME);
 	/* RBP = 0 marks the outermost frame (psABI; _start zeroes it) */
 	r = leaf_regs(0x401000, slot(30));
 	r.r[OPAL_DWARF_RBP] = 0;
-	assert_int_equal(opal_unwind_fp_step(&r, NULL), OPAL_STEP_END);
+	assert_int_equal(opal_unwind_fp_step(&r, 0, NULL), OPAL_STEP_END);
+}
+
+/* A frame-pointer step at the leaf's prologue or return, where RBP is
+ * still the caller's: the return address comes from RSP. */
+static void fp_prologue_case(uint64_t code, size_t ra_slot)
+{
+	struct opal_unwind_regs r = leaf_regs(0x401000, slot(10));
+
+	r.r[OPAL_DWARF_RBP] = slot(60);   /* the caller's frame */
+	mem[10] = 0x40bbbb;               /* pushed RBP (after the push) */
+	mem[ra_slot] = 0x40aaaa;
+	mem[60] = slot(80);
+	mem[61] = 0x40cccc;               /* the caller's return address */
+	assert_int_equal(opal_unwind_fp_step(&r, code, NULL), OPAL_STEP_OK);
+	assert_int_equal(r.r[OPAL_DWARF_PC], 0x40aaaa);
+	assert_int_equal(r.r[OPAL_DWARF_RSP], slot(ra_slot + 1));
+	assert_int_equal(r.r[OPAL_DWARF_RBP], slot(60));
+	assert_int_equal(r.valid, (1u << OPAL_DWARF_RSP) | (1u << OPAL_DWARF_PC) |
+					  (1u << OPAL_DWARF_RBP));
+	assert_int_equal(r.flags, 0);
+	/* the caller's step is a plain frame-pointer step */
+	assert_int_equal(opal_unwind_fp_step(&r, code, NULL), OPAL_STEP_OK);
+	assert_int_equal(r.r[OPAL_DWARF_PC], 0x40cccc);
+	mem[ra_slot] = 0;
+}
+
+static void test_fp_step_prologue(void **state)
+{
+	(void)state;
+	fp_prologue_case(0x9090e5894855ull, 10);   /* push %rbp; mov %rsp,%rbp */
+	fp_prologue_case(0xe5894855fa1e0ff3ull, 10);   /* endbr64; push %rbp */
+	fp_prologue_case(0x9090909090e58948ull, 11);   /* mov %rsp,%rbp */
+	fp_prologue_case(0x90909090909090c3ull, 10);   /* ret */
+	fp_prologue_case(0x909090909090c3f3ull, 10);   /* rep ret */
+	/* at a return address the bytes say nothing: a plain step */
+	struct opal_unwind_regs r = leaf_regs(0x401000, slot(10));
+	r.flags = 0;
+	r.r[OPAL_DWARF_RBP] = slot(60);
+	mem[10] = 0x40aaaa;
+	mem[60] = slot(80);
+	mem[61] = 0x40cccc;
+	assert_int_equal(opal_unwind_fp_step(&r, 0x55ull, NULL), OPAL_STEP_OK);
+	assert_int_equal(r.r[OPAL_DWARF_PC], 0x40cccc);
+	/* any other instruction at the leaf: a plain step */
+	r = leaf_regs(0x401000, slot(10));
+	r.r[OPAL_DWARF_RBP] = slot(60);
+	assert_int_equal(opal_unwind_fp_step(&r, 0x9090c35dull, NULL), OPAL_STEP_OK);
+	assert_int_equal(r.r[OPAL_DWARF_PC], 0x40cccc);
+	/* a return address 0 at RSP ends the walk */
+	r = leaf_regs(0x401000, slot(10));
+	mem[10] = 0;
+	assert_int_equal(opal_unwind_fp_step(&r, 0xc3ull, NULL), OPAL_STEP_END);
+	/* no RSP, no step */
+	r = leaf_regs(0x401000, slot(10));
+	r.valid = 1u << OPAL_DWARF_RBP;
+	assert_int_equal(opal_unwind_fp_step(&r, 0xc3ull, NULL), -OPAL_UERR_REG_UNKNOWN);
 }
 
 /* JIT code: CPython's perf trampoline by its tail bytes, frame pointers
@@ -324,9 +380,18 @@ static void test_jit_step(void **state)
 	r.r[OPAL_DWARF_RBP] = slot(20);
 	mem[20] = slot(40);
 	mem[21] = 0x409999;
-	assert_int_equal(opal_unwind_jit_step(&r, 0x5590e58948ull, NULL), OPAL_STEP_OK);
+	assert_int_equal(opal_unwind_jit_step(&r, 0x9090909090909090ull, NULL), OPAL_STEP_OK);
 	assert_int_equal(r.r[OPAL_DWARF_PC], 0x409999);
 	assert_int_equal(r.r[OPAL_DWARF_RSP], slot(22));
+	/* JIT code at its prologue (push %rbp): the return address at RSP */
+	r = leaf_regs(0x7f0000001000, slot(10));
+	r.r[OPAL_DWARF_RBP] = slot(20);
+	mem[10] = 0x40bbbb;
+	assert_int_equal(opal_unwind_jit_step(&r, 0xe5894855ull, NULL), OPAL_STEP_OK);
+	assert_int_equal(r.r[OPAL_DWARF_PC], 0x40bbbb);
+	assert_int_equal(r.r[OPAL_DWARF_RSP], slot(11));
+	assert_int_equal(r.r[OPAL_DWARF_RBP], slot(20));
+	mem[10] = 0;
 	/* RBP 0 in JIT code ends nothing: an error frame, not a short stack */
 	r = leaf_regs(0x7f0000001000, slot(10));
 	r.r[OPAL_DWARF_RBP] = 0;
@@ -940,6 +1005,7 @@ int main(void)
 		cmocka_unit_test(test_step_signal_frame),
 		cmocka_unit_test(test_step_ra_in_register_and_outermost),
 		cmocka_unit_test(test_fp_step),
+		cmocka_unit_test(test_fp_step_prologue),
 		cmocka_unit_test(test_jit_step),
 		cmocka_unit_test(test_walk_depths),
 		cmocka_unit_test(test_walk_copy_end),
