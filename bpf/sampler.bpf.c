@@ -25,6 +25,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define OPAL_UNWIND_READ(ctx, dst, size, addr) \
 	bpf_probe_read_user((dst), (size), (const void *)(unsigned long)(addr))
 #include "unwind_step.h"
+#define OPAL_RULES_ELEM(ctx, kp, k) (*(kp) = (k), (const void *)bpf_map_lookup_elem((ctx), (kp)))
+#include "unwind_search.h"
 
 /* Samples. Sized by userspace with bpf_map__set_max_entries before load. */
 struct {
@@ -72,7 +74,7 @@ struct rules_inner {
 	__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);
 	__uint(max_entries, 1);
 	__uint(key_size, 4);
-	__uint(value_size, 8);    /* struct opal_unwind_rule */
+	__uint(value_size, OPAL_UNWIND_PAGE_BYTES);   /* index and rule pages */
 };
 
 struct {
@@ -162,8 +164,18 @@ struct {
  * perf_event program does not nest on a CPU), indexed by CPU number: a
  * plain array because per-CPU values are limited to 32 KiB. max_entries is
  * set to the number of possible CPUs by userspace. */
+/* A rule lookup's question and answer (opal_find_body). */
+struct opal_find_req {
+	__u64 vaddr;                   /* ELF virtual address */
+	__u32 slot;                    /* table slot */
+	__u32 key;                     /* vaddr - the table's base */
+	struct opal_unwind_body body;  /* RULE_FOUND: the rule's body */
+	struct opal_unwind_table_info info;   /* the table's, copied */
+};
+
 struct scratch {
 	struct opal_sample_event ev;
+	struct opal_find_req find;
 	__u64 sc[17];      /* signal frame registers */
 	__u32 done;        /* the walk ended (or was deferred) */
 	__u32 vma_used;    /* bpf_find_vma already called in this sample */
@@ -220,74 +232,67 @@ static __always_inline struct opal_unwind_mapping *find_mapping(void *pmaps, __u
 	return m;
 }
 
+/* The value of unknown_pids entries, read from .rodata: a byte on the
+ * walk's stack would count into opal_switch's 512 bytes on 6.1. */
+static const __u8 opal_one = 1;
+
 /* Outcome of a rule lookup besides a body. */
 #define RULE_FOUND   0
 #define RULE_GAP     1   /* no unwind info at this address */
 #define RULE_PENDING 2   /* the slot holds no table (yet) */
 #define RULE_ENTRY   3   /* no unwind info, but the file's entry code: outermost */
 
-/* The rule body for ELF virtual address `vaddr` in table `slot`, copied
- * to *out when RULE_FOUND: the reference lookup of
- * collector/unwind/table/unwind_lookup.c. A global function: the verifier
- * checks it once, on its own, not again on every path of the walk that
- * reaches it (on 6.18.44 those visits were most of opal_sample's count). */
-__noinline int opal_find_body(__u32 slot, __u64 vaddr, struct opal_unwind_body *out)
+/* RULE_ENTRY when `vaddr` lies in the file's entry code, else RULE_GAP. */
+static __always_inline int gap_at(const struct opal_unwind_table_info *info, __u64 vaddr)
+{
+	return info->entry && vaddr >= info->entry && vaddr - info->entry < OPAL_UNWIND_ENTRY_SPAN
+		       ? RULE_ENTRY
+		       : RULE_GAP;
+}
+
+/* The rule body for ELF virtual address q->vaddr in table q->slot, copied
+ * to q->body when RULE_FOUND: the search of bpf/unwind_search.h, which the
+ * collector's lookups share. `q` is in the per-CPU scratch, so that its
+ * fields are read from memory after each map lookup rather than kept in
+ * registers or spilled (the frame stays 32 bytes: see opal_unwind_search).
+ * A global function: the verifier checks it once, on its own, not again on
+ * every path of the walk that reaches it (on 6.18.44 those visits were
+ * most of opal_sample's count). */
+__noinline int opal_find_body(struct opal_find_req *q)
 {
 	struct opal_unwind_table_info *info;
 	struct opal_unwind_body *b;
-	struct opal_unwind_rule *r;
 	void *rules, *bodies;
-	__u32 lo = 0, hi, key, k = slot;   /* k: every key but the bodies lookup's */
-	int gap = RULE_GAP;
+	__u32 k;   /* every lookup's key: a map key must be on the stack (6.1) */
+	int rc;
 
-	if (!out)
+	if (!q)
 		return RULE_GAP;
+	k = q->slot;
 	info = bpf_map_lookup_elem(&unwind_info, &k);
 	if (!info || info->n_rules == 0)
 		return RULE_PENDING;
 	rules = bpf_map_lookup_elem(&unwind_rules, &k);
 	if (!rules)
 		return RULE_PENDING;
-	if (info->entry && vaddr >= info->entry && vaddr - info->entry < OPAL_UNWIND_ENTRY_SPAN)
-		gap = RULE_ENTRY;
-	if (vaddr < info->base || vaddr - info->base > 0xffffffffull)
-		return gap;
-	key = (__u32)(vaddr - info->base);
-	hi = info->n_rules;
-	/* Each step moves lo or hi without a branch: a branch doubles the
-	 * verifier's paths per step, and a verifier that keeps lo and hi
-	 * precise (Linux 6.18.44 does) prunes none of them (2^22 paths, past
-	 * its 1M instruction limit). */
-	for (int i = 0; i < OPAL_UNWIND_SEARCH_STEPS; i++) {
-		if (lo >= hi)
-			break;
-		k = lo + ((hi - lo) >> 1);
-		r = bpf_map_lookup_elem(rules, &k);
-		if (!r)
-			return gap;
-		/* all ones when r->addr > key (both below 2^32: the
-		 * difference wraps), else zero */
-		__u32 above = (__u32)(((__u64)key - (__u64)r->addr) >> 32);
-		barrier_var(above);   /* keep clang from turning it back into a branch */
-		lo = (lo & above) | ((k + 1) & ~above);
-		hi = (k & above) | (hi & ~above);
-	}
-	if (lo == 0)
-		return gap;
-	k = lo - 1;
-	r = bpf_map_lookup_elem(rules, &k);
-	if (!r)
-		return gap;
-	/* looked up last: not kept across the search (the stack is tight
-	 * under opal_switch on 6.1, which counts the walk's frames too) */
-	k = r->body;
-	bodies = bpf_map_lookup_elem(&unwind_bodies, &slot);
+	q->info = *info;
+	if (q->vaddr < q->info.base || q->vaddr - q->info.base > 0xffffffffull)
+		return gap_at(&q->info, q->vaddr);
+	q->key = (__u32)(q->vaddr - q->info.base);
+	rc = opal_unwind_search(rules, &q->info, &q->key, &k);
+	if (rc == OPAL_SEARCH_BELOW)
+		return gap_at(&q->info, q->vaddr);
+	if (rc < 0)
+		return RULE_PENDING;
+	k = q->slot;
+	bodies = bpf_map_lookup_elem(&unwind_bodies, &k);
 	if (!bodies)
 		return RULE_PENDING;
+	k = (__u32)rc;
 	b = bpf_map_lookup_elem(bodies, &k);
 	if (!b || OPAL_UNWIND_KIND(b->cfa) == OPAL_CFA_GAP)
-		return gap;
-	*out = *b;
+		return gap_at(&q->info, q->vaddr);
+	q->body = *b;
 	return RULE_FOUND;
 }
 
@@ -418,7 +423,6 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 	struct opal_sample_event *ev;
 	struct opal_unwind_regs *regs;
 	struct opal_unwind_mapping *m;
-	struct opal_unwind_body body;
 	struct vma_info v;
 	__u64 pc, vaddr;
 	__u8 flags = 0;
@@ -443,13 +447,12 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 		if (rc == -2 || (rc == 0 && !v.exec)) {
 			stop_error(s, OPAL_UERR_NO_MAPPING);
 		} else {
-			__u8 one = 1;
 			if (rc == 0 && v.ino)
 				interp_at_text(w->tgid, v.ino, v.start, v.offset);
 			defer(s, OPAL_SAMPLE_STALE);
 			/* userspace reads its maps again: in case the process
 			 * is gone by then, its exit event lists them */
-			bpf_map_update_elem(&unknown_pids, &w->tgid, &one, BPF_ANY);
+			bpf_map_update_elem(&unknown_pids, &w->tgid, &opal_one, BPF_ANY);
 		}
 		return 1;
 	}
@@ -474,7 +477,9 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 		vaddr = pc - m->bias;
 		if (!(regs->flags & OPAL_REGS_EXACT_PC))
 			vaddr -= 1;   /* a return address may be past the call's function */
-		rc = opal_find_body(m->slot, vaddr, &body);
+		s->find.slot = m->slot;
+		s->find.vaddr = vaddr;
+		rc = opal_find_body(&s->find);
 		if (rc == RULE_PENDING) {
 			defer(s, OPAL_SAMPLE_PENDING);
 			return 1;
@@ -496,12 +501,12 @@ static long walk_step(__u32 index, struct walk_ctx *w)
 		} else {
 			/* the kernel "returns" into a signal trampoline: its
 			 * PC was never a call's return address */
-			if (OPAL_UNWIND_KIND(body.cfa) == OPAL_CFA_SIGNAL) {
+			if (OPAL_UNWIND_KIND(s->find.body.cfa) == OPAL_CFA_SIGNAL) {
 				__u32 top = (__u32)ev->ustack_n - 1;
 				if (top < OPAL_USTACK_SLOTS)
 					ev->uflags[top] &= ~OPAL_UFRAME_RETURN;
 			}
-			rc = opal_unwind_step(&body, regs, s->sc, NULL);
+			rc = opal_unwind_step(&s->find.body, regs, s->sc, NULL);
 		}
 	}
 	if (rc == OPAL_STEP_END) {

@@ -38,8 +38,8 @@
 #define OPAL_UNWIND_SEARCH_STEPS 22
 #define OPAL_UNWIND_MAX_BODIES   (1u << 16)
 
-/* Proposed BPF layout (docs/unwinding.md): per-file inner arrays sized to
- * the file, found through outer arrays indexed by a table slot that the
+/* BPF layout (docs/unwinding.md): per-file inner arrays sized to the
+ * file, found through outer arrays indexed by a table slot that the
  * collector allocates per loaded file and stores in each mapping it reports
  * to BPF. */
 #define OPAL_UNWIND_MAX_TABLES   4096
@@ -48,6 +48,34 @@
 struct opal_unwind_rule {
 	__u32 addr;   /* ELF virtual address - table base */
 	__u32 body;   /* index into the file's bodies */
+};
+
+/* In BPF a file's rules are an array of 4 KiB elements, so that a lookup
+ * is three map lookups and searches inside map values rather than a map
+ * lookup per probe (a call each: inner arrays are not inlined):
+ *   [0, n_index)                 index pages: index page e holds the first
+ *                                address of rule pages e * INDEX_PAGES ...
+ *   [n_index, n_index + n_pages) rule pages: rules[p * PAGE_RULES ...],
+ *                                the last one zero-padded.
+ * The first address of each index page is in the info (`top`). */
+#define OPAL_UNWIND_PAGE_RULES   512    /* rules per rule page */
+#define OPAL_UNWIND_PAGE_STEPS   10     /* probes to search one (log2 + 1) */
+#define OPAL_UNWIND_INDEX_PAGES  1024   /* rule pages per index page */
+#define OPAL_UNWIND_INDEX_STEPS  11
+#define OPAL_UNWIND_MAX_INDEX                                                              \
+	(OPAL_UNWIND_MAX_RULES / (OPAL_UNWIND_PAGE_RULES * OPAL_UNWIND_INDEX_PAGES))
+#define OPAL_UNWIND_PAGE_BYTES   4096
+
+/* A search's results besides a body index (bpf/unwind_search.h). */
+#define OPAL_SEARCH_BELOW   (-1)   /* below the first rule: no unwind info */
+#define OPAL_SEARCH_MISSING (-2)   /* an element is missing: the table is being replaced */
+
+struct opal_unwind_rule_page {
+	struct opal_unwind_rule r[OPAL_UNWIND_PAGE_RULES];
+};
+
+struct opal_unwind_index_page {
+	__u32 addr[OPAL_UNWIND_INDEX_PAGES];   /* rule page's first rule's addr */
 };
 
 /* How to find the caller's CFA. */
@@ -121,6 +149,8 @@ struct opal_unwind_table_info {
 			  * OPAL_UNWIND_ENTRY_SPAN bytes after it is the
 			  * outermost frame (entry code such as ld.so's _start
 			  * often has no CFI, and nothing calls it) */
+	__u32 n_index;   /* index pages before the rule pages */
+	__u32 top[OPAL_UNWIND_MAX_INDEX];   /* index page e's first addr */
 };
 /* Covers glibc's crt1 _start up to its call of __libc_start_main, whose
  * return address is 0x21-0x25 bytes in (0x25 with endbr64); the next

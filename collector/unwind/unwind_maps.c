@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include "proc/debugfile.h"
+#include "unwind/table/unwind_paged.h"
 #include "shared/log.h"
 
 static size_t finish_jobs(struct opal_unwind_maps *m, struct opal_unwind_job *j, uint64_t now_ns,
@@ -62,7 +63,7 @@ static void unload(struct opal_unwind_maps *m, struct opal_unwind_file *f)
 		bpf_map_delete_elem(m->bodies_fd, &f->slot);
 	}
 	if (f->rules)
-		munmap((void *)f->rules, f->n_rules ? (size_t)f->n_rules * sizeof(*f->rules) : 1);
+		munmap((void *)f->rules, (size_t)f->n_elems * OPAL_UNWIND_PAGE_BYTES);
 	if (f->bodies)
 		munmap((void *)f->bodies, f->n_bodies ? (size_t)f->n_bodies * sizeof(*f->bodies) : 1);
 	f->rules = NULL;
@@ -219,45 +220,43 @@ static int fill_array(int fd, uint32_t first, const void *values, size_t value_s
 	return 0;
 }
 
-/* Maps BPF_F_MMAPABLE array `fd` (`bytes` of values), copies `values` in
- * (one memcpy instead of a system call per batch of elements) and leaves
- * the mapping read-only for lookups. Returns it or MAP_FAILED (errno). */
-static void *fill_mmapable(int fd, const void *values, size_t bytes)
+/* Maps BPF_F_MMAPABLE array `fd` (`bytes` of values, bytes > 0) writable.
+ * Returns it or MAP_FAILED (errno). */
+static void *map_array(int fd, size_t bytes)
 {
-	void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-
-	if (p == MAP_FAILED)
-		return p;
-	memcpy(p, values, bytes);
-	mprotect(p, bytes ? bytes : 1, PROT_READ);
-	return p;
+	return mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 }
 
-/* Puts built table `t` into BPF at f->slot: inner arrays, outer entries,
- * info last. The arrays stay mapped (read-only) for lookups; their
- * descriptors are closed (the outer maps and the mappings hold them). */
+/* Puts built table `t` into BPF at f->slot: inner arrays (the rules in
+ * the paged layout, unwind_paged.h), outer entries, info last. The arrays
+ * stay mapped (read-only) for lookups; their descriptors are closed (the
+ * outer maps and the mappings hold them). */
 static int load_bpf(struct opal_unwind_maps *m, struct opal_unwind_file *f,
 		    const struct opal_unwind_table *t)
 {
-	struct opal_unwind_table_info info = { t->base, t->n_rules, t->n_bodies, f->entry };
-	size_t rbytes = (size_t)t->n_rules * sizeof(*t->rules);
+	uint32_t n_elems = opal_unwind_paged_elems(t->n_rules);
+	size_t rbytes = (size_t)n_elems * OPAL_UNWIND_PAGE_BYTES;
 	size_t bbytes = (size_t)t->n_bodies * sizeof(*t->bodies);
 	void *rmap = MAP_FAILED, *bmap = MAP_FAILED;
 	int rfd = -1, bfd = -1, err;
 
-	if ((rfd = err = create_inner("opal_rules", sizeof(struct opal_unwind_rule), t->n_rules,
+	if ((rfd = err = create_inner("opal_rules", OPAL_UNWIND_PAGE_BYTES, n_elems,
 				      BPF_F_MMAPABLE)) < 0 ||
 	    (bfd = err = create_inner("opal_bodies", sizeof(struct opal_unwind_body), t->n_bodies,
 				      BPF_F_MMAPABLE)) < 0)
 		goto fail;
-	if ((rmap = fill_mmapable(rfd, t->rules, rbytes)) == MAP_FAILED ||
-	    (bmap = fill_mmapable(bfd, t->bodies, bbytes)) == MAP_FAILED) {
+	if ((rmap = map_array(rfd, rbytes)) == MAP_FAILED ||
+	    (bmap = map_array(bfd, bbytes ? bbytes : 1)) == MAP_FAILED) {
 		err = -errno;
 		goto fail;
 	}
+	opal_unwind_paged_fill(t, f->entry, rmap, &f->info);
+	memcpy(bmap, t->bodies, bbytes);
+	mprotect(rmap, rbytes, PROT_READ);
+	mprotect(bmap, bbytes ? bbytes : 1, PROT_READ);
 	if (bpf_map_update_elem(m->rules_fd, &f->slot, &rfd, BPF_ANY) < 0 ||
 	    bpf_map_update_elem(m->bodies_fd, &f->slot, &bfd, BPF_ANY) < 0 ||
-	    bpf_map_update_elem(m->info_fd, &f->slot, &info, BPF_ANY) < 0) {
+	    bpf_map_update_elem(m->info_fd, &f->slot, &f->info, BPF_ANY) < 0) {
 		err = -errno;
 		bpf_map_delete_elem(m->rules_fd, &f->slot);
 		bpf_map_delete_elem(m->bodies_fd, &f->slot);
@@ -266,11 +265,12 @@ static int load_bpf(struct opal_unwind_maps *m, struct opal_unwind_file *f,
 	close(rfd);
 	close(bfd);
 	f->rules = rmap;
+	f->n_elems = n_elems;
 	f->bodies = bmap;
 	return 0;
 fail:
 	if (rmap != MAP_FAILED)
-		munmap(rmap, rbytes ? rbytes : 1);
+		munmap(rmap, rbytes);
 	if (bmap != MAP_FAILED)
 		munmap(bmap, bbytes ? bbytes : 1);
 	if (rfd >= 0)
@@ -303,10 +303,15 @@ static int finish(struct opal_unwind_maps *m, struct opal_unwind_file *f,
 		opal_debug("file %s: no unwind table: %s", hex, strerror(-j->err));
 		return fail_file(m, f, j->err, now_ns);
 	}
-	if ((err = make_room(m, t->stats.bytes)) < 0) {
+	/* in BPF the rules take whole 4 KiB pages, and their index */
+	uint64_t bytes = have_bpf(m) ? (uint64_t)opal_unwind_paged_elems(t->n_rules) *
+						       OPAL_UNWIND_PAGE_BYTES +
+					       (uint64_t)t->n_bodies * sizeof(*t->bodies)
+				     : t->stats.bytes;
+	if ((err = make_room(m, bytes)) < 0) {
 		opal_warn("file %s: unwind table of %llu bytes does not fit (%llu of %llu bytes, "
 			  "%zu tables loaded): frame pointers until room frees up", hex,
-			  (unsigned long long)t->stats.bytes, (unsigned long long)m->bytes,
+			  (unsigned long long)bytes, (unsigned long long)m->bytes,
 			  (unsigned long long)m->max_bytes, m->n_loaded);
 		return fail_file(m, f, err, now_ns);
 	}
@@ -315,7 +320,7 @@ static int finish(struct opal_unwind_maps *m, struct opal_unwind_file *f,
 	f->base = t->base;
 	f->n_rules = t->n_rules;
 	f->n_bodies = t->n_bodies;
-	f->bytes = t->stats.bytes;
+	f->bytes = bytes;
 	if (have_bpf(m)) {
 		if ((err = load_bpf(m, f, t)) < 0) {
 			m->free_slots[m->n_free++] = f->slot;
@@ -419,22 +424,23 @@ bool opal_unwind_maps_wait(struct opal_unwind_maps *m, int timeout_ms, uint64_t 
 int opal_unwind_file_lookup(struct opal_unwind_maps *m, const struct opal_unwind_file *f,
 			    uint64_t vaddr, struct opal_unwind_body *out)
 {
-	struct opal_unwind_table view;
 	int gap = f->entry && vaddr >= f->entry && vaddr - f->entry < OPAL_UNWIND_ENTRY_SPAN;
+	const struct opal_unwind_body *b;
 
 	(void)m;
 	memset(out, 0, sizeof(*out));   /* GAP */
 	if (f->state != OPAL_UFILE_LOADED)
 		return -ENOENT;
-	/* the same search as BPF, over the mapped BPF arrays (or the
-	 * userspace copy without BPF) */
-	view = f->rules ? (struct opal_unwind_table){ .base = f->base,
-						     .rules = (struct opal_unwind_rule *)f->rules,
-						     .bodies = (struct opal_unwind_body *)f->bodies,
-						     .n_rules = f->n_rules,
-						     .n_bodies = f->n_bodies }
-			: f->table;
-	*out = *opal_unwind_table_lookup(&view, vaddr, NULL, NULL);
+	if (f->rules) {
+		/* the search BPF runs, over the mapped BPF arrays */
+		int i = opal_unwind_paged_lookup(f->rules, f->n_elems, &f->info, vaddr);
+		if (i < 0 || (uint32_t)i >= f->n_bodies)
+			return gap;
+		b = &f->bodies[i];
+	} else {
+		b = opal_unwind_table_lookup(&f->table, vaddr, NULL, NULL);
+	}
+	*out = *b;
 	return OPAL_UNWIND_KIND(out->cfa) == OPAL_CFA_GAP ? gap : 0;
 }
 

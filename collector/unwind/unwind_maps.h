@@ -57,13 +57,17 @@ struct opal_unwind_file {
 	uint8_t state;              /* enum opal_unwind_file_state */
 	int err;                    /* FAILED: -errno (-ENOSPC: no room, retried) */
 	uint32_t slot;              /* LOADED */
-	const struct opal_unwind_rule *rules;   /* LOADED with BPF: its arrays, mapped */
-	const struct opal_unwind_body *bodies;  /* read-only, else NULL */
+	const void *rules;          /* LOADED with BPF: its arrays, mapped read-only
+				     * (rules: n_elems paged elements, bpf/unwind_rule.h),
+				     * else NULL */
+	const struct opal_unwind_body *bodies;
+	uint32_t n_elems;
+	struct opal_unwind_table_info info;   /* LOADED with BPF: as BPF has it */
 	struct opal_unwind_table table;   /* LOADED without BPF (tests): the rules */
 	uint64_t base;              /* LOADED: table base */
 	uint64_t entry;             /* LOADED: ELF entry point, 0 if none */
 	uint32_t n_rules, n_bodies; /* LOADED */
-	uint64_t bytes;             /* LOADED: rules * 8 + bodies * 16 */
+	uint64_t bytes;             /* LOADED: paged rules (4 KiB elements) + bodies * 16 */
 	uint32_t refs;              /* process mappings holding it */
 	uint64_t idle_since_ns;     /* refs == 0 since */
 	uint64_t failed_ns;         /* FAILED since */

@@ -26,6 +26,7 @@
 #include "collector/proc/elfinfo.h"
 #include "collector/proc/procmaps.h"
 #include "collector/proc/procsrc.h"
+#include "collector/unwind/table/unwind_paged.h"
 #include "collector/unwind/unwind_maps.h"
 #include "collector/unwind/unwind_user.h"
 
@@ -913,6 +914,71 @@ static int inner_at(int outer, uint32_t key)
 	return bpf_map_get_fd_by_id(id);
 }
 
+/* The reference's body index for vaddr, or -1 where it has no rule
+ * (below the first, outside the table). */
+static int ref_body(const struct opal_unwind_table *t, uint64_t vaddr)
+{
+	const struct opal_unwind_body *b = opal_unwind_table_lookup(t, vaddr, NULL, NULL);
+
+	return b >= t->bodies && b < t->bodies + t->n_bodies ? (int)(b - t->bodies) : -1;
+}
+
+/* The paged search (BPF's, bpf/unwind_search.h) against the reference
+ * search on tables of 1 rule up to three index pages, at every page and
+ * index boundary, each rule's first and last address and between. */
+static void test_paged_search(void **state)
+{
+	(void)state;
+	static const uint32_t sizes[] = { 1, 2, 511, 512, 513, 1024, 524287, 524288, 524289,
+					  1300000 };
+	struct opal_unwind_body bodies[7];
+
+	memset(bodies, 0, sizeof(bodies));
+	for (int i = 1; i < 7; i++)
+		bodies[i].cfa = OPAL_UNWIND_PACK(OPAL_CFA_REG, OPAL_DWARF_RSP);
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+		uint32_t n = sizes[z];
+		struct opal_unwind_table t = { .base = 0x400000, .bodies = bodies, .n_rules = n,
+					       .n_bodies = 7 };
+		struct opal_unwind_table_info info;
+		t.rules = calloc(n, sizeof(*t.rules));
+		assert_non_null(t.rules);
+		for (uint32_t i = 0; i < n; i++) {
+			t.rules[i].addr = 100 + 5 * i + (i % 3);   /* strictly increasing */
+			t.rules[i].body = i + 1 == n ? 0 : 1 + i % 6;
+		}
+		uint32_t elems = opal_unwind_paged_elems(n);
+		void *buf = malloc((size_t)elems * OPAL_UNWIND_PAGE_BYTES);
+		assert_non_null(buf);
+		opal_unwind_paged_fill(&t, 0, buf, &info);
+		assert_int_equal(info.n_rules, n);
+		assert_int_equal(info.n_index,
+				 (n + OPAL_UNWIND_PAGE_RULES * OPAL_UNWIND_INDEX_PAGES - 1) /
+					 (OPAL_UNWIND_PAGE_RULES * OPAL_UNWIND_INDEX_PAGES));
+		for (uint32_t i = 0; i < n; i += (i % 512 < 2 || i % 512 > 509 || n - i < 3) ? 1 : 97) {
+			uint64_t a = t.base + t.rules[i].addr;
+			for (int d = -1; d <= 5; d++) {
+				int want = ref_body(&t, a + d), got;
+				got = opal_unwind_paged_lookup(buf, elems, &info, a + d);
+				if (want < 0)
+					assert_int_equal(got, OPAL_SEARCH_BELOW);
+				else
+					assert_int_equal(got, want);
+			}
+		}
+		/* below the base, past 4 GiB, and a table cut short */
+		assert_int_equal(opal_unwind_paged_lookup(buf, elems, &info, t.base - 1),
+				 OPAL_SEARCH_BELOW);
+		assert_int_equal(opal_unwind_paged_lookup(buf, elems, &info, t.base + (1ull << 33)),
+				 OPAL_SEARCH_BELOW);
+		assert_int_equal(opal_unwind_paged_lookup(buf, elems - 1, &info,
+							  t.base + t.rules[n - 1].addr),
+				 OPAL_SEARCH_MISSING);
+		free(buf);
+		free(t.rules);
+	}
+}
+
 static void test_maps_bpf(void **state)
 {
 	(void)state;
@@ -926,7 +992,7 @@ static void test_maps_bpf(void **state)
 	int info = bpf_map_create(BPF_MAP_TYPE_ARRAY, "info", 4,
 				  sizeof(struct opal_unwind_table_info), OPAL_UNWIND_MAX_TABLES, NULL);
 	assert_true(info >= 0);
-	int rules = outer_of(BPF_MAP_TYPE_ARRAY_OF_MAPS, 8, BPF_F_MMAPABLE);
+	int rules = outer_of(BPF_MAP_TYPE_ARRAY_OF_MAPS, OPAL_UNWIND_PAGE_BYTES, BPF_F_MMAPABLE);
 	int bodies = outer_of(BPF_MAP_TYPE_ARRAY_OF_MAPS, 16, BPF_F_MMAPABLE);
 	int procs = outer_of(BPF_MAP_TYPE_HASH_OF_MAPS, sizeof(struct opal_unwind_mapping), 0);
 	int fd = open(LIBC, O_RDONLY | O_CLOEXEC);
@@ -943,14 +1009,22 @@ static void test_maps_bpf(void **state)
 	assert_int_equal(ti.base, ref.base);
 	assert_int_equal(ti.n_rules, ref.n_rules);
 	assert_int_equal(ti.n_bodies, ref.n_bodies);
+	assert_int_equal(ti.n_index, 1);
+	assert_int_equal(ti.top[0], ref.rules[0].addr);
 	int rfd = inner_at(rules, f->slot);
 	assert_true(rfd >= 0);
-	struct opal_unwind_rule r;
-	uint32_t last = ref.n_rules - 1;
-	assert_int_equal(bpf_map_lookup_elem(rfd, &last, &r), 0);
-	assert_memory_equal(&r, &ref.rules[last], sizeof(r));
-	last++;
-	assert_true(bpf_map_lookup_elem(rfd, &last, &r) < 0);   /* sized to the file */
+	/* an index page, then the rule pages, the last one padded */
+	static struct opal_unwind_rule_page page;
+	static struct opal_unwind_index_page index;
+	uint32_t last = ref.n_rules - 1, e = 0;
+	assert_int_equal(bpf_map_lookup_elem(rfd, &e, &index), 0);
+	assert_int_equal(index.addr[1], ref.rules[OPAL_UNWIND_PAGE_RULES].addr);
+	e = 1 + last / OPAL_UNWIND_PAGE_RULES;
+	assert_int_equal(bpf_map_lookup_elem(rfd, &e, &page), 0);
+	assert_memory_equal(&page.r[last % OPAL_UNWIND_PAGE_RULES], &ref.rules[last],
+			    sizeof(page.r[0]));
+	e++;
+	assert_true(bpf_map_lookup_elem(rfd, &e, &page) < 0);   /* sized to the file */
 	close(rfd);
 	/* lookups through the mapped arrays agree with the reference */
 	for (uint32_t i = 0; i < ref.n_rules; i += 7) {
@@ -1006,6 +1080,7 @@ int main(void)
 		cmocka_unit_test(test_step_ra_in_register_and_outermost),
 		cmocka_unit_test(test_fp_step),
 		cmocka_unit_test(test_fp_step_prologue),
+		cmocka_unit_test(test_paged_search),
 		cmocka_unit_test(test_jit_step),
 		cmocka_unit_test(test_walk_depths),
 		cmocka_unit_test(test_walk_copy_end),
