@@ -160,10 +160,6 @@ struct {
 	__type(value, struct opal_py_thread);
 } interp_threads SEC(".maps");
 
-/* The record being built and the walk's scratch state, one per CPU (a
- * perf_event program does not nest on a CPU), indexed by CPU number: a
- * plain array because per-CPU values are limited to 32 KiB. max_entries is
- * set to the number of possible CPUs by userspace. */
 /* A rule lookup's question and answer (opal_find_body). */
 struct opal_find_req {
 	__u64 vaddr;                   /* ELF virtual address */
@@ -173,6 +169,10 @@ struct opal_find_req {
 	struct opal_unwind_table_info info;   /* the table's, copied */
 };
 
+/* The record being built and the walk's scratch state, one per CPU (a
+ * perf_event program does not nest on a CPU), indexed by CPU number: a
+ * plain array because per-CPU values are limited to 32 KiB. max_entries is
+ * set to the number of possible CPUs by userspace. */
 struct scratch {
 	struct opal_sample_event ev;
 	struct opal_find_req find;

@@ -67,7 +67,8 @@ struct opal_unwind_file {
 	uint64_t base;              /* LOADED: table base */
 	uint64_t entry;             /* LOADED: ELF entry point, 0 if none */
 	uint32_t n_rules, n_bodies; /* LOADED */
-	uint64_t bytes;             /* LOADED: paged rules (4 KiB elements) + bodies * 16 */
+	uint64_t bytes;             /* LOADED: with BPF the paged rules (4 KiB
+				     * elements) + bodies * 16, else the table's */
 	uint32_t refs;              /* process mappings holding it */
 	uint64_t idle_since_ns;     /* refs == 0 since */
 	uint64_t failed_ns;         /* FAILED since */

@@ -308,14 +308,13 @@ static void read_code(pid_t pid, uint64_t pc, uint64_t *code)
 		*code = 0;
 }
 
-/* A frame-pointer step at an exact PC looks at its code (a prologue or a
- * return); anything else needs none. */
-static int fp_step_at(pid_t pid, uint64_t pc, bool exact, uint64_t *code)
+/* The code a frame-pointer step at `pc` looks at: at an exact PC (a
+ * prologue or a return there changes the step), none otherwise (0). */
+static void read_exact_code(pid_t pid, uint64_t pc, bool exact, uint64_t *code)
 {
 	*code = 0;
 	if (exact)
 		read_code(pid, pc, code);
-	return OPAL_UW_FP;
 }
 
 static int resolve_rule(void *ctx, uint64_t pc, bool exact, struct opal_unwind_body *body,
@@ -334,8 +333,10 @@ static int resolve_rule(void *ctx, uint64_t pc, bool exact, struct opal_unwind_b
 		return OPAL_UW_JIT;
 	}
 	struct opal_unwind_file *uf = mapping_table(w->u, p, (size_t)i, &f, w->now);
-	if (!uf)
-		return fp_step_at(p->pid, pc, exact, code);
+	if (!uf) {
+		read_exact_code(p->pid, pc, exact, code);
+		return OPAL_UW_FP;
+	}
 	if (uf->state == OPAL_UFILE_PENDING && (fd = opal_files_fd(w->u->procs->files, f)) >= 0)
 		opal_unwind_file_request(w->u->maps, uf, fd, w->now);
 	if (uf->state == OPAL_UFILE_PENDING || uf->state == OPAL_UFILE_BUILDING) {
@@ -344,14 +345,16 @@ static int resolve_rule(void *ctx, uint64_t pc, bool exact, struct opal_unwind_b
 		w->wait_for = uf;
 		return OPAL_UW_WAIT;
 	}
-	if (uf->state != OPAL_UFILE_LOADED)
-		return fp_step_at(p->pid, pc, exact, code);
+	if (uf->state != OPAL_UFILE_LOADED) {
+		read_exact_code(p->pid, pc, exact, code);
+		return OPAL_UW_FP;
+	}
 	uint64_t vaddr = pc - p->res[i].load_bias - (exact ? 0 : 1);
 	int rc = opal_unwind_file_lookup(w->u->maps, uf, vaddr, body);
 	if (rc < 0)
 		return -OPAL_UERR_NO_UNWIND_INFO;
 	if (rc == 0 && OPAL_UNWIND_KIND(body->cfa) == OPAL_CFA_GAP)
-		fp_step_at(p->pid, pc, exact, code);
+		read_exact_code(p->pid, pc, exact, code);   /* a frame-pointer step follows */
 	return rc == 1 ? OPAL_UW_END : OPAL_UW_RULE;
 }
 
