@@ -4,6 +4,7 @@
  * the main loop polls the ring buffer (~100 ms), closes an interval every
  * --interval seconds and services the socket. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "proc/hostinfo.h"
 #include "proc/jitsrc.h"
 #include "proc/proc_table.h"
+#include "proc/elfinfo.h"
 #include "proc/procsrc.h"
 #include "proc/vdso.h"
 #include "sampler/sampling.h"
@@ -32,6 +34,7 @@
 #include "stack/samples.h"
 #include "stack/tctx_pair.h"
 #include "unwind/unwind_proc.h"
+#include "unwind/unwind_store.h"
 
 #define POLL_MS            100
 #define FD_RESERVE         256   /* descriptors kept free for everything but ELF files */
@@ -62,6 +65,7 @@ struct collector {
 	uint64_t records_until_ns;       /* stopping: samples read until then (CLOCK_MONOTONIC) */
 	struct opal_stack stack;         /* scratch for one sample */
 	struct opal_unwind_maps tables;  /* the BPF unwinder's tables */
+	struct opal_unwind_store store;  /* their on-disk cache */
 	struct opal_unwinder unwind;
 	struct opal_interp interp;
 	struct opal_stacks stacks;
@@ -237,6 +241,13 @@ static void fill_counters(struct collector *c, const uint64_t *bpf,
 	out->unwind_tables_ahead = c->ctr.unwind_tables_ahead;
 	out->unwind_table_errors = c->ctr.unwind_table_errors;
 	out->unwind_tables_unloaded = c->ctr.unwind_tables_unloaded;
+	out->unwind_cache_hits = c->store.hits;
+	out->unwind_cache_misses = c->store.misses;
+	out->unwind_cache_writes = c->store.writes;
+	out->unwind_cache_errors = c->store.errors;
+	out->unwind_cache_evicted = c->store.evicted;
+	out->unwind_builds_throttled = c->tables.threaded ? c->tables.builder.throttled : 0;
+	out->unwind_build_cpu_ns = c->tables.threaded ? c->tables.builder.cpu_ns : 0;
 	out->proc_installs = c->ctr.proc_installs;
 	out->proc_install_errors = c->ctr.proc_install_errors;
 	out->interp_procs = c->ctr.interp_procs;
@@ -366,6 +377,37 @@ static void close_interval(struct collector *c, bool final)
 /* Whom the collector trusts with its descriptors (send/peer.h), and the
  * socket's folder checked before anything else starts. Returns 0, or -1
  * when another user could listen on the socket path. */
+/* Opens the unwind table cache of --unwind-cache. Its entries are keyed
+ * to this collector's own GNU build ID, so tables of another build of the
+ * builder are never read. Without one of either, tables are built each
+ * time, as before the cache. */
+static void open_table_cache(struct collector *c)
+{
+	struct opal_elf_info self;
+	int fd, err;
+
+	opal_unwind_store_init_off(&c->store);
+	if (!c->opt.unwind_cache[0])
+		return;
+	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	err = fd < 0 ? -errno : opal_elf_info_from_fd(fd, &self);
+	if (fd >= 0)
+		close(fd);
+	if (err == 0 && self.build_id_len == 0)
+		err = -ENODATA;
+	if (err == 0)
+		err = opal_unwind_store_open(&c->store, c->opt.unwind_cache, self.build_id,
+					     self.build_id_len, c->opt.unwind_cache_bytes);
+	if (err < 0)
+		opal_warn("no unwind table cache in %s (%s): tables are built each time",
+			  c->opt.unwind_cache,
+			  err == -EPERM ? "not root's, or writable by others" :
+			  err == -ENODATA ? "the collector has no build ID" : strerror(-err));
+	else
+		opal_info("unwind table cache: %s, %u tables, %.1f MiB", c->opt.unwind_cache,
+			  c->store.n_files, c->store.bytes / 1048576.0);
+}
+
 static int setup_peer_policy(struct collector *c)
 {
 	struct passwd *pw = getpwnam(c->opt.symbolizer_user);
@@ -434,7 +476,9 @@ static int setup(struct collector *c)
 	}
 	c->procs.on_exclude = on_exclude;
 	c->procs.on_exclude_ctx = c;
-	if (opal_unwinder_attach(&c->unwind, &c->procs, &c->tables, &c->smp, &c->ctr) < 0) {
+	open_table_cache(c);
+	if (opal_unwinder_attach(&c->unwind, &c->procs, &c->tables, &c->smp, &c->store,
+				 c->opt.unwind_build_pct, &c->ctr) < 0) {
 		opal_err("out of memory");
 		return -1;
 	}
@@ -571,7 +615,7 @@ int main(int argc, char **argv)
 	if (r != 0)
 		return r > 0 ? 0 : 2;
 	opal_log_init("opal-collector", c.opt.verbose);
-	umask(077);   /* it writes no file; one it ever would stays private */
+	umask(077);   /* its only files, the unwind table cache's, stay private */
 	opal_service_signals();
 	if ((r = opal_notify_init()) < 0)
 		opal_warn("NOTIFY_SOCKET unusable: %s", strerror(-r));

@@ -12,9 +12,9 @@
 
 /* What opal_config_load fills; copied into struct opal_collector_options. */
 struct loaded {
-	char *socket, *symbolizer_user;
+	char *socket, *symbolizer_user, *unwind_cache;
 	uint64_t frequency, interval, buffer_bytes, max_fds, lifecycle_bytes, off_cpu_ppm,
-		off_cpu_max_rate;
+		off_cpu_max_rate, unwind_cache_bytes, unwind_build_pct;
 	bool include_self, off_cpu, command_line, native_only, verbose;
 };
 
@@ -72,6 +72,19 @@ static const struct opal_opt opts[] = {
 	  .offset = offsetof(struct loaded, native_only),
 	  .help = "kernel and native frames only: no interpreter (CPython) frames, the code "
 		  "objects they name not read (to compare the cost of interpreter frames)" },
+	{ .name = "unwind-cache", .type = OPAL_OPT_STRING,
+	  .offset = offsetof(struct loaded, unwind_cache), .def = OPAL_DEFAULT_UNWIND_CACHE,
+	  .arg = "DIR",
+	  .help = "folder of the unwind table cache, kept across restarts (made if missing; "
+		  "root's, writable by no one else); \"none\": no cache (docs/unwinding.md)" },
+	{ .name = "unwind-cache-bytes", .type = OPAL_OPT_SIZE,
+	  .offset = offsetof(struct loaded, unwind_cache_bytes), .def = "256m", .arg = "BYTES",
+	  .help = "bound of the unwind table cache: past it the least recently used tables "
+		  "are deleted", .min = 1u << 20, .max = 64ull << 30 },
+	{ .name = "unwind-build-cpu", .type = OPAL_OPT_UINT,
+	  .offset = offsetof(struct loaded, unwind_build_pct), .def = "10", .arg = "PERCENT",
+	  .help = "CPU that building unwind tables may take, in percent of one CPU, after a "
+		  "first 2 s (tables wait past it)", .min = 1, .max = 100 },
 	{ .name = "verbose", .type = OPAL_OPT_BOOL, .offset = offsetof(struct loaded, verbose),
 	  .help = "debug logging", .reloadable = true },
 };
@@ -107,8 +120,18 @@ static int to_options(struct loaded *l, struct opal_collector_options *o, char *
 			 sizeof(o->symbolizer_user));
 		return -EINVAL;
 	}
+	if (!l->unwind_cache || strlen(l->unwind_cache) >= sizeof(o->unwind_cache) ||
+	    (l->unwind_cache[0] != '/' && strcmp(l->unwind_cache, "none"))) {
+		snprintf(why, why_len, "unwind-cache: not an absolute path shorter than %zu bytes, "
+			 "or \"none\"", sizeof(o->unwind_cache));
+		return -EINVAL;
+	}
 	memset(o, 0, sizeof(*o));
 	strcpy(o->socket_path, l->socket);
+	if (strcmp(l->unwind_cache, "none"))
+		strcpy(o->unwind_cache, l->unwind_cache);
+	o->unwind_cache_bytes = l->unwind_cache_bytes;
+	o->unwind_build_pct = (uint32_t)l->unwind_build_pct;
 	strcpy(o->symbolizer_user, l->symbolizer_user);
 	o->frequency_hz = (uint32_t)l->frequency;
 	o->interval_s = (uint32_t)l->interval;
@@ -165,6 +188,8 @@ int opal_options_reload(int argc, char **argv, struct opal_collector_options *o)
 {
 	struct loaded cur = {
 		.socket = strdup(o->socket_path), .symbolizer_user = strdup(o->symbolizer_user),
+		.unwind_cache = strdup(o->unwind_cache[0] ? o->unwind_cache : "none"),
+		.unwind_cache_bytes = o->unwind_cache_bytes, .unwind_build_pct = o->unwind_build_pct,
 		.frequency = o->frequency_hz,
 		.interval = o->interval_s, .buffer_bytes = o->buffer_bytes, .max_fds = o->max_fds,
 		.lifecycle_bytes = o->lifecycle_bytes,
@@ -177,9 +202,10 @@ int opal_options_reload(int argc, char **argv, struct opal_collector_options *o)
 	char why[512], was[64], now[64];
 	int r;
 
-	if (!cur.socket || !cur.symbolizer_user) {
+	if (!cur.socket || !cur.symbolizer_user || !cur.unwind_cache) {
 		free(cur.socket);
 		free(cur.symbolizer_user);
+		free(cur.unwind_cache);
 		return -ENOMEM;
 	}
 	r = load(argc, argv, &next, why, sizeof(why));

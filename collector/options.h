@@ -26,6 +26,7 @@
 #define OPAL_DEFAULT_OFFCPU_MAX_RATE 100u     /* --off-cpu-max-rate */
 #define OPAL_MAX_OFFCPU_PPM       1000000u
 #define OPAL_MAX_OFFCPU_RATE      1000000u   /* --off-cpu-max-rate, per CPU per second */
+#define OPAL_DEFAULT_UNWIND_CACHE "/var/cache/opal-collector/unwind"
 #define OPAL_MIN_MAX_FDS          16u
 #define OPAL_MAX_MAX_FDS          (1u << 20)
 
@@ -46,6 +47,9 @@ struct opal_collector_options {
 	uint32_t off_cpu_max_rate;    /* ... per CPU per second at most (0: no bound) */
 	bool command_line;            /* send process.command_line (opt-in) */
 	bool native_only;             /* no interpreter frames (docs/interpreters.md) */
+	char unwind_cache[256];       /* unwind table cache folder; "": none */
+	uint64_t unwind_cache_bytes;  /* its bound */
+	uint32_t unwind_build_pct;    /* table-building CPU, percent of one CPU */
 	bool verbose;                 /* reloadable on SIGHUP */
 };
 

@@ -337,15 +337,20 @@ static int finish(struct opal_unwind_maps *m, struct opal_unwind_file *f,
 	m->bytes += f->bytes;
 	m->n_loaded++;
 	m->ctr->unwind_tables_built++;
-	opal_debug("file %s: unwind table in slot %u: %u rules, %u bodies, %llu bytes, built in "
+	opal_debug("file %s: unwind table in slot %u: %u rules, %u bodies, %llu bytes, %s in "
 		   "%.1f ms%s", hex, f->slot, f->n_rules, f->n_bodies, (unsigned long long)f->bytes,
-		   j->build_ns / 1e6, t->stats.debug_file ? "; .debug_frame of its debug file" : "");
+		   j->cached ? "read from the cache" : "built", j->build_ns / 1e6,
+		   t->stats.debug_file ? "; .debug_frame of its debug file" : "");
 	return 0;
 }
 
-int opal_unwind_maps_start_builder(struct opal_unwind_maps *m)
+int opal_unwind_maps_start_builder(struct opal_unwind_maps *m, struct opal_unwind_store *store,
+				   uint32_t build_pct)
 {
-	int err = opal_unwind_builder_start(&m->builder, &m->lim, m->debug_root);
+	m->store = store;
+	m->build_pct = build_pct ? build_pct : OPAL_UNWIND_DEFAULT_BUILD_PCT;
+	int err = opal_unwind_builder_start(&m->builder, &m->lim, m->debug_root, store,
+					    m->build_pct);
 
 	m->threaded = err == 0;
 	return err;
@@ -368,15 +373,19 @@ int opal_unwind_file_request(struct opal_unwind_maps *m, struct opal_unwind_file
 	}
 	/* small files are built at once (a few ms): only large ones would
 	 * hold up the main loop */
-	if (!m->threaded || (uint64_t)st.st_size <= OPAL_UNWIND_INLINE_BYTES) {
-		struct opal_unwind_job j = { .fd = dfd, .debug_root = m->debug_root };
+	if (!m->threaded || ((uint64_t)st.st_size <= OPAL_UNWIND_INLINE_BYTES &&
+			     opal_unwind_builder_may_run(&m->builder))) {
+		struct opal_unwind_job j = { .fd = dfd, .id = f->id, .debug_root = m->debug_root,
+					     .store = m->store };
 		opal_unwind_job_run(&j, &m->lim);
+		if (m->threaded)
+			opal_unwind_builder_charge(&m->builder, j.cpu_ns);
 		finish(m, f, &j, now_ns);
 		close(dfd);
 		opal_unwind_table_free(&j.table);
 		return 0;
 	}
-	if (opal_unwind_builder_submit(&m->builder, f, dfd) < 0)
+	if (opal_unwind_builder_submit(&m->builder, f, dfd, &f->id) < 0)
 		return -EAGAIN;
 	f->state = OPAL_UFILE_BUILDING;
 	opal_unwind_file_hold(m, f);   /* by the job */

@@ -86,6 +86,9 @@ struct opal_unwind_maps {
 	struct opal_unwind_limits lim;
 	const char *debug_root;     /* debug files by build ID (proc/debugfile.h):
 				     * OPAL_DEBUGFILE_ROOT; NULL: none looked up */
+	struct opal_unwind_store *store;   /* the on-disk table cache, borrowed;
+					    * NULL: none */
+	uint32_t build_pct;         /* the builder's CPU budget, percent of one CPU */
 	struct opal_unwind_builder builder;
 	bool threaded;              /* the builder thread runs */
 	size_t n_building;          /* files BUILDING */
@@ -100,9 +103,14 @@ int opal_unwind_maps_init(struct opal_unwind_maps *m, int info_fd, int rules_fd,
 			  int procs_fd, uint64_t max_bytes, size_t max_files,
 			  struct opal_counters *ctr);
 
-/* Starts the builder thread; without it tables are built by the caller
- * of opal_unwind_file_request. Returns 0 or -errno. */
-int opal_unwind_maps_start_builder(struct opal_unwind_maps *m);
+/* Starts the builder thread, its jobs reading and writing tables in
+ * `store` (borrowed, outliving `m`; NULL: no cache) within a CPU budget of
+ * `build_pct` percent of one CPU (0: OPAL_UNWIND_DEFAULT_BUILD_PCT), the
+ * caller's small builds included; without the thread tables are built by
+ * the caller of opal_unwind_file_request, unbudgeted. Returns 0 or
+ * -errno. */
+int opal_unwind_maps_start_builder(struct opal_unwind_maps *m, struct opal_unwind_store *store,
+				   uint32_t build_pct);
 
 /* Stops the builder and unloads every table (BPF entries deleted), frees
  * everything. */
@@ -133,9 +141,10 @@ bool opal_unwind_file_wants_ahead(const struct opal_unwind_maps *m,
 
 /* Asks for the table of PENDING file `f`, built from the ELF open on `fd`
  * (the descriptor stays the caller's): for a file larger than
- * OPAL_UNWIND_INLINE_BYTES queued on the builder thread (`f` becomes
- * BUILDING and is held until done), else (or without the thread) built
- * and loaded at once. Loading makes room by unloading idle tables, least
+ * OPAL_UNWIND_INLINE_BYTES, or any while the build budget is spent,
+ * queued on the builder thread (`f` becomes BUILDING and is held until
+ * done), else (or without the thread) built or read from the cache and
+ * loaded at once. Loading makes room by unloading idle tables, least
  * recently used first; `f` ends LOADED or FAILED (counted in
  * unwind_tables_built / unwind_table_errors; -ENOSPC: no slot or byte
  * budget left, retried after OPAL_UNWIND_RETRY_NS). Returns 1 while

@@ -110,6 +110,7 @@ int opal_unwinder_init(struct opal_unwinder *u, struct opal_proc_table *procs,
 
 int opal_unwinder_attach(struct opal_unwinder *u, struct opal_proc_table *procs,
 			 struct opal_unwind_maps *m, const struct opal_sampling *s,
+			 struct opal_unwind_store *store, uint32_t build_pct,
 			 struct opal_counters *ctr)
 {
 	int info, rules, bodies, pmaps, err;
@@ -117,7 +118,7 @@ int opal_unwinder_attach(struct opal_unwinder *u, struct opal_proc_table *procs,
 	opal_sampling_unwind_fds(s, &info, &rules, &bodies, &pmaps);
 	if ((err = opal_unwind_maps_init(m, info, rules, bodies, pmaps, 0, 0, ctr)) < 0)
 		return err;
-	if ((err = opal_unwind_maps_start_builder(m)) < 0)
+	if ((err = opal_unwind_maps_start_builder(m, store, build_pct)) < 0)
 		opal_warn("no unwind table builder thread (%s): tables are built in the main loop",
 			  strerror(-err));
 	return opal_unwinder_init(u, procs, m, ctr);

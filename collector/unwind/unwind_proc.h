@@ -34,10 +34,13 @@ int opal_unwinder_init(struct opal_unwinder *u, struct opal_proc_table *procs,
 
 /* opal_unwinder_init over `m` initialized on the maps of the loaded
  * sampler `s` (unwind_maps.h defaults), with the table builder thread
- * started. Returns 0 or -ENOMEM. Detach with opal_unwinder_detach
- * before the sampler is destroyed. */
+ * started over the table cache `store` (borrowed, may be NULL) and a
+ * budget of `build_pct` percent of one CPU (opal_unwind_maps_start_builder).
+ * Returns 0 or -ENOMEM. Detach with opal_unwinder_detach before the
+ * sampler is destroyed. */
 int opal_unwinder_attach(struct opal_unwinder *u, struct opal_proc_table *procs,
 			 struct opal_unwind_maps *m, const struct opal_sampling *s,
+			 struct opal_unwind_store *store, uint32_t build_pct,
 			 struct opal_counters *ctr);
 
 /* Forgets every installed process and table reference, removes its

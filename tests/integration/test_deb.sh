@@ -284,8 +284,9 @@ for f in /lib/systemd/system/opal-collector.service /lib/systemd/system/opal-sym
 	mode_is "$f" 644 root:root
 done
 mode_is /var/lib/opal 700 _opal:_opal
+mode_is /var/cache/opal-collector 700 root:root
 [ ${#modes_bad[@]} -eq 0 ] &&
-	pass "files and modes: daemons in /usr/sbin, tools in /usr/bin (0755), units in /lib/systemd/system, conffile, man pages (0644), /var/lib/opal 0700 _opal" ||
+	pass "files and modes: daemons in /usr/sbin, tools in /usr/bin (0755), units in /lib/systemd/system, conffile, man pages (0644), /var/lib/opal 0700 _opal, /var/cache/opal-collector 0700 root" ||
 	fail "files and modes" "${modes_bad[*]}"
 pw=$(grep '^_opal:' "$root/etc/passwd")
 IFS=: read -r _ _ opal_uid opal_gid _ opal_home opal_shell <<<"$pw"
@@ -575,7 +576,8 @@ done
 : >"$calls"
 apt_in_root "apt-get purge opal" purge opal
 gone=()
-for f in /etc/opal /var/lib/opal /etc/systemd/system/multi-user.target.wants/opal-collector.service \
+for f in /etc/opal /var/lib/opal /var/cache/opal-collector \
+	/etc/systemd/system/multi-user.target.wants/opal-collector.service \
 	/etc/systemd/system/sockets.target.wants/opal-symbolizer.socket; do
 	{ [ -e "$root$f" ] || [ -L "$root$f" ]; } && gone+=("$f")
 done

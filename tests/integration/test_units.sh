@@ -63,6 +63,10 @@ if systemd-sysusers --root="$root" >"$tmp/sysusers.log" 2>&1 &&
 	[ -n "$uid" ] && [ "$uid" -lt 1000 ] && [ "$got" = "700 $uid" ] &&
 		pass "sysusers.d makes the system user _opal (uid $uid), tmpfiles.d its /var/lib/opal (0700)" ||
 		fail "sysusers.d and tmpfiles.d" "uid '$uid'; /var/lib/opal: $got"
+	got=$(stat -c '%a %u' "$root/var/cache/opal-collector" 2>&1)
+	[ "$got" = "700 0" ] &&
+		pass "tmpfiles.d makes the collector's /var/cache/opal-collector (0700 root)" ||
+		fail "tmpfiles.d makes /var/cache/opal-collector" "got: $got"
 else
 	fail "systemd-sysusers and systemd-tmpfiles accept the installed files" \
 		"$(cat "$tmp/sysusers.log" "$tmp/tmpfiles.log" 2>/dev/null)"

@@ -875,7 +875,7 @@ static void test_builder_thread(void **state)
 
 	assert_true(fd >= 0);
 	assert_int_equal(opal_unwind_maps_init(&m, -1, -1, -1, -1, 0, 0, &ctr), 0);
-	assert_int_equal(opal_unwind_maps_start_builder(&m), 0);
+	assert_int_equal(opal_unwind_maps_start_builder(&m, NULL, 100), 0);
 	struct opal_unwind_file *f = opal_unwind_file_get(&m, &id, 1);
 	assert_int_equal(opal_unwind_file_request(&m, f, fd, 1), 1);
 	assert_int_equal(f->state, OPAL_UFILE_BUILDING);
