@@ -22,7 +22,12 @@ peer `perf record -a -g -F HZ`. Per run, over the churn window:
     executable, or a thread's clone), read from opal's whole-run
     interval profiles and from `perf script`;
   * for opal, the collector's counters that say where samples went
-    (from the symbolizer's /metrics).
+    (from the symbolizer's /metrics), and what its unwind tables cost
+    (unwind_build_cpu_nanoseconds; unwind_cache_hits/writes).
+opal's unwind table cache (--unwind-cache) is DIR/bench/churn/unwind-cache,
+kept across runs and invocations: the first run after it is emptied is
+cold (every table built), later ones warm. --no-cache runs the collector
+with --unwind-cache none.
 Prints tables; never passes or fails on a figure.
 """
 import argparse
@@ -50,7 +55,8 @@ COUNTERS = ("samples", "samples_deferred", "samples_park_full", "proc_installs",
             "proc_install_errors", "unwind_tables_built", "unwind_tables_ahead",
             "unwind_table_errors", "unwind_tables_unloaded", "frames_no_mapping",
             "frames_no_unwind_info", "frames_truncated", "frames_fp_fallback", "lifecycle_lost",
-            "samples_lost", "files_opened", "maps_reads")
+            "samples_lost", "files_opened", "maps_reads", "unwind_cache_hits",
+            "unwind_cache_writes", "unwind_builds_throttled", "unwind_build_cpu_nanoseconds")
 
 
 def programs():
@@ -167,6 +173,7 @@ class Bench:
         self.a, self.progs = a, progs
         self.build = os.path.abspath(a.build)
         self.work = os.path.join(self.build, "bench", "churn", "run")
+        self.cache = os.path.join(self.build, "bench", "churn", "unwind-cache")
         os.makedirs(self.work, exist_ok=True)
 
     def start_opal(self, d):
@@ -187,7 +194,8 @@ class Bench:
         port = int(m.group(1)) if m else 0
         log = os.path.join(d, "tool.log")
         p = overhead.Proc([os.path.join(self.build, "opal-collector"), "--socket", sock,
-                           "--frequency", str(self.a.hz), "--interval", "5"],
+                           "--frequency", str(self.a.hz), "--interval", "5",
+                           "--unwind-cache", "none" if self.a.no_cache else self.cache],
                           stderr=open(log, "w"))
         wait_for(lambda: overhead.file_has(log, "sampling "), 60,
                  "the collector did not start sampling (%s)" % log)
@@ -313,6 +321,8 @@ def main():
     ap.add_argument("--hz", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--tools", default="opal,perf")
+    ap.add_argument("--no-cache", action="store_true",
+                    help="opal without its unwind table cache (--unwind-cache none)")
     ap.add_argument("--json", help="write every run's figures here")
     a = ap.parse_args()
     tools = a.tools.split(",")
@@ -329,9 +339,13 @@ def main():
                 r = b.run(tool, str(rep))
                 r["repeat"] = rep
                 results.append(r)
+                c = r.get("counters", {})
                 print("  %s #%d: CPU %.3f%%, VmHWM %s KiB, %d of %d churn samples complete, "
-                      "%.0f starts/s" % (tool, rep, r["cpu_pct"], r["hwm_kib"], r["complete"],
-                                         r["churn_samples"], r["rate"]),
+                      "%.0f starts/s%s" % (tool, rep, r["cpu_pct"], r["hwm_kib"], r["complete"],
+                                           r["churn_samples"], r["rate"],
+                                           "; tables: %.0f ms of CPU, %d from the cache" %
+                                           (c.get("unwind_build_cpu_nanoseconds", 0) / 1e6,
+                                            c.get("unwind_cache_hits", 0)) if c else ""),
                       file=sys.stderr, flush=True)
     finally:
         os.close(stats_fd)

@@ -2,7 +2,7 @@
 # Process churn benchmark (docs/performance.md, "Process churn"). Runs as root.
 #
 # usage: bench/churn/run.sh [--build DIR] [--seconds S] [--rate N] [--hz HZ]
-#                           [--repeat N] [--tools opal,perf] [--max-inflight N]
+#                           [--repeat N] [--tools opal,perf] [--max-inflight N] [--no-cache]
 #
 # Starts N processes a second (default 100 for 60 s: sh -c true, gcc -c of a
 # small file, python3 -c pass, in turn) under each tool alone, and prints the
@@ -18,6 +18,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--build) BUILD=$2; shift 2 ;;
 	--seconds|--rate|--hz|--repeat|--tools|--max-inflight) args+=("$1" "$2"); shift 2 ;;
+	--no-cache) args+=("$1"); shift ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
