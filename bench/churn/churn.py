@@ -195,7 +195,8 @@ class Bench:
         log = os.path.join(d, "tool.log")
         p = overhead.Proc([os.path.join(self.build, "opal-collector"), "--socket", sock,
                            "--frequency", str(self.a.hz), "--interval", "5",
-                           "--unwind-cache", "none" if self.a.no_cache else self.cache],
+                           "--unwind-cache",
+                           "none" if getattr(self.a, "no_cache", False) else self.cache],
                           stderr=open(log, "w"))
         wait_for(lambda: overhead.file_has(log, "sampling "), 60,
                  "the collector did not start sampling (%s)" % log)

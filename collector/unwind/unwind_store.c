@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,29 @@ static void scan_and_trim(struct opal_unwind_store *s, bool at_open)
 	free(e);
 }
 
+/* mkdir -p of `dir`, each folder made 0700 (an existing one is left as
+ * it is). Returns 0 or -errno. */
+static int make_folders(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(dir);
+
+	if (len == 0 || len >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, dir, len + 1);
+	for (char *p = path + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*p = c;
+		if (c == '\0')
+			return 0;
+	}
+}
+
 int opal_unwind_store_open(struct opal_unwind_store *s, const char *dir, const void *ident,
 			   size_t ident_len, uint64_t max_bytes)
 {
@@ -151,8 +175,8 @@ int opal_unwind_store_open(struct opal_unwind_store *s, const char *dir, const v
 	opal_unwind_store_init_off(s);
 	if (ident_len == 0 || ident_len > OPAL_UNWIND_STORE_IDENT_MAX)
 		return -EINVAL;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -errno;
+	if ((fd = make_folders(dir)) < 0)
+		return fd;
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;

@@ -75,7 +75,7 @@ struct opal_unwind_store {
 	_Atomic uint64_t hits, misses, writes, errors, evicted;
 };
 
-/* Opens (creating it, mode 0700, when missing) the cache folder `dir`
+/* Opens (creating it and missing parents, mode 0700) the cache folder `dir`
  * with identity `ident` (1..OPAL_UNWIND_STORE_IDENT_MAX bytes) and bound
  * `max_bytes` (0: OPAL_UNWIND_STORE_DEFAULT_BYTES); removes temporary
  * files and trims the folder to its bounds. Returns 0; -EPERM when the

@@ -270,11 +270,21 @@ static void test_folder_checks(void **state)
 	struct opal_unwind_table t;
 	char sub[128];
 
+	struct stat st;
+
 	snprintf(sub, sizeof(sub), "%s/new/deeper", fx->dir);
-	assert_int_equal(opal_unwind_store_open(&s, sub, "x", 1, 0), -ENOENT);
-	snprintf(sub, sizeof(sub), "%s/new", fx->dir);
 	assert_int_equal(opal_unwind_store_open(&s, sub, "x", 1, 0), 0);   /* made, 0700 */
 	opal_unwind_store_close(&s);
+	assert_int_equal(stat(sub, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	snprintf(sub, sizeof(sub), "%s/new", fx->dir);
+	assert_int_equal(stat(sub, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	snprintf(sub, sizeof(sub), "%s/file", fx->dir);
+	close(open(sub, O_CREAT | O_WRONLY, 0600));
+	assert_int_equal(opal_unwind_store_open(&s, sub, "x", 1, 0), -ENOTDIR);
+	opal_unwind_store_close(&s);
+	snprintf(sub, sizeof(sub), "%s/new", fx->dir);
 	assert_int_equal(chmod(sub, 0777), 0);
 	assert_int_equal(opal_unwind_store_open(&s, sub, "x", 1, 0), -EPERM);
 	assert_int_equal(opal_unwind_store_get(&s, &fx->libc_id, false, &t), -ENOENT);
