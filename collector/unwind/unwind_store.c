@@ -170,18 +170,18 @@ int opal_unwind_store_open(struct opal_unwind_store *s, const char *dir, const v
 			   size_t ident_len, uint64_t max_bytes)
 {
 	struct stat st;
-	int fd;
+	int fd, err;
 
 	opal_unwind_store_init_off(s);
 	if (ident_len == 0 || ident_len > OPAL_UNWIND_STORE_IDENT_MAX)
 		return -EINVAL;
-	if ((fd = make_folders(dir)) < 0)
-		return fd;
+	if ((err = make_folders(dir)) < 0)
+		return err;
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
-		int err = -errno;
+		err = -errno;
 		close(fd);
 		return err;
 	}
