@@ -88,12 +88,14 @@ for py in "${pythons[@]}"; do
 	done
 done
 sleep 4   # two more intervals
+# the counters come with each interval: read them once the final one
+# is written (under emulation the collector runs intervals behind)
+stop_daemon "collector stops cleanly" "$coll_pid" 30 "$tmp/collector.log"
+wait_log "$tmp/symbolizer.log" 'interval [0-9]* \(final\): ' 20
 curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/metrics.txt"
 grep -E '^opal_collector_(interp|samples)_[a-z_]+_total' "$tmp/metrics.txt" |
 	sed -E 's/\{[^}]*\}//; s/^/    /'
 early=$(awk '/^opal_collector_interp_early_total/ { s += $NF } END { print s + 0 }' "$tmp/metrics.txt")
-stop_daemon "collector stops cleanly" "$coll_pid" 30 "$tmp/collector.log"
-wait_log "$tmp/symbolizer.log" 'interval [0-9]* \(final\): ' 20
 stop_daemon "symbolizer stops cleanly" "$sym_pid" 60 "$tmp/symbolizer.log"
 # at least Debian's burst (at exec) and every forked child (at fork); a
 # libpython process may be set up by the collector first
