@@ -125,8 +125,9 @@ def resources():
 def check(what, ok, why=""):
     print(("PASS " if ok else "FAIL ") + what + ("" if ok else ": " + why))
 
-# a process may be two resources of the whole-run profile: without its
-# context (samples of intervals before the collector read it) and with it
+# a process may be up to three resources of the whole-run profile: as the
+# shell that forked it (samples before its exec), without its context
+# (intervals before the collector read it) and with it
 by_pid = {}
 for a in resources():
     by_pid.setdefault(a.get("process.pid"), []).append(a)
@@ -138,9 +139,10 @@ def named(pid):   # its resource with a service.name of its own, else its first
     return own[0] if own else (rs[0] if rs else {})
 p, t, n = named(published), named(torn), named(none)
 others = [a for a in by_pid.get(published, []) if a is not p]
-check("published context: besides it, at most one resource without it (before it was read)",
-      len(others) <= 1 and all(str(a.get("service.name", "")).startswith("unknown_service:")
-                               for a in others), str(others))
+paths = [a.get("process.executable.path") for a in others]
+check("published context: besides it, at most one resource without it per executable (before it was read; before exec)",
+      len(paths) == len(set(paths)) and all(str(a.get("service.name", "")).startswith("unknown_service:")
+                                            for a in others), str(others))
 check("published context: service.name", p.get("service.name") == "opal-ctx-published", str(p.get("service.name")))
 check("published context: service.version, deployment.environment.name",
       p.get("service.version") == "1.2.3" and p.get("deployment.environment.name") == "test", str(p))
