@@ -16,7 +16,7 @@ OFFCPU     ?= 0
 OUT        ?= out
 
 PKGS       := libbpf libelf libdw sqlite3 libprotobuf-c jansson libmicrohttpd libcurl zlib libcrypto libseccomp \
-              liblzma libzstd libdebuginfod libarchive
+              liblzma libzstd libdebuginfod libarchive libdeflate
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -8,7 +8,7 @@ PKGS=(
   libelf-dev libdw-dev elfutils libsqlite3-dev libprotobuf-c-dev protobuf-c-compiler
   protobuf-compiler libjansson-dev libmicrohttpd-dev libcmocka-dev libcurl4-openssl-dev
   zlib1g-dev libssl-dev libiberty-dev libseccomp-dev libdebuginfod-dev
-  liblzma-dev libzstd-dev libarchive-dev debuginfod libc6-dbg dwz
+  liblzma-dev libzstd-dev libarchive-dev libdeflate-dev debuginfod libc6-dbg dwz
   golang-go binutils procps python3 help2man gdb systemd sqlite3 xxd
   python3.11-dbg libpython3.11-dev
   chromium fonts-liberation nodejs
