@@ -7,14 +7,16 @@
 # it up, then replays INTERVALS intervals (enough to fill the interval
 # and recent-profile folders to their bounds) and prints the median.
 # usage: bench/steady/run.sh [--build DIR] [--repeat N] [--intervals N]
-#        [--samples N] [--stacks N] [--depth N] [--in DIR]
+#        [--samples N] [--stacks N] [--depth N] [--in DIR] [--pace MS]
 # --in: the folder the symbolizer's state and output folders are made in
-# (default /tmp), to compare file systems.
+# (default /tmp), to compare file systems. --pace: MS between intervals
+# (default 0: back to back), as a deployment's interval leaves the caches
+# cold; paced, the measured intervals are at most 60 (--intervals).
 # As root (the symbolizer drops to nobody; kallsyms is read for kernel frames).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=$repo/build in=/tmp repeat=5 intervals=800 samples=1000 stacks=200 depth=30
+build=$repo/build in=/tmp repeat=5 intervals=800 samples=1000 stacks=200 depth=30 pace=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
@@ -24,7 +26,8 @@ while [ $# -gt 0 ]; do
 	--stacks) stacks=$2; shift 2 ;;
 	--depth) depth=$2; shift 2 ;;
 	--in) in=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--repeat N] [--intervals N] [--samples N] [--stacks N] [--depth N] [--in DIR]" >&2; exit 2 ;;
+	--pace) pace=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--repeat N] [--intervals N] [--samples N] [--stacks N] [--depth N] [--in DIR] [--pace MS]" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "bench/steady: run as root" >&2; exit 1; }
@@ -41,7 +44,7 @@ echo "bench/steady: $samples samples per interval in $stacks stacks of $depth na
 echo "  files: ${files[*]}"
 echo "  $repeat repeats of $intervals warm intervals; opal $(git -C "$repo" rev-parse --short HEAD)"
 echo "  output in $work ($(findmnt -n -o FSTYPE -T "$work") on $(findmnt -n -o SOURCE -T "$work"))"
-meds=()
+meds=() means=()
 for r in $(seq 1 "$repeat"); do
 	d=$work/r$r
 	mkdir -p "$d/state" "$d/out"
@@ -54,16 +57,30 @@ for r in $(seq 1 "$repeat"); do
 	# Warm-up: every frame symbolized and cached, the folders started.
 	"$build/bench/bench_replay" "$d/state/s.sock" "$spid" 1 3 "$samples" "$stacks" "$depth" \
 		"${files[@]}" >/dev/null
-	line=$("$build/bench/bench_replay" "$d/state/s.sock" "$spid" "$intervals" 3 "$samples" \
-		"$stacks" "$depth" "${files[@]}" | tail -n 1)
+	n=$intervals
+	if [ "$pace" -gt 0 ]; then   # the folders filled to their bounds first
+		"$build/bench/bench_replay" "$d/state/s.sock" "$spid" "$intervals" 3 "$samples" \
+			"$stacks" "$depth" "${files[@]}" >/dev/null
+		n=$((intervals < 60 ? intervals : 60))
+	fi
+	line=$(OPAL_REPLAY_PACE_MS=$pace "$build/bench/bench_replay" "$d/state/s.sock" "$spid" "$n" \
+		3 "$samples" "$stacks" "$depth" "${files[@]}" | tail -n 1)
 	kill "$sym"
 	wait "$sym" || true
-	med=$(sed -nE 's/.*median ([0-9.]+) ms CPU.*/\1/p' <<<"$line")
-	meds+=("$med")
+	meds+=("$(sed -nE 's/.*median ([0-9.]+) ms CPU.*/\1/p' <<<"$line")")
+	means+=("$(sed -nE 's/.*mean ([0-9.]+) ms CPU.*/\1/p' <<<"$line")")
 	echo "  repeat $r: $line"
 done
-sorted=$(printf '%s\n' "${meds[@]}" | sort -n)
-mid=$(sed -n "$(( (repeat + 1) / 2 ))p" <<<"$sorted")
-per=$(awk -v m="$mid" -v s="$samples" 'BEGIN { printf "%.2f", m * 1000 / s }')
-echo "warm interval, median of $repeat repeats: $mid ms CPU; $per ms per 1,000 samples" \
-	"[$(head -n 1 <<<"$sorted")-$(tail -n 1 <<<"$sorted") ms] (target: <= 2 ms per 1,000 samples)"
+# summary KIND VALUES...: the median of the repeats' figures, per 1,000 samples
+summary() {
+	local kind=$1 sorted mid per
+	shift
+	sorted=$(printf '%s\n' "$@" | sort -n)
+	mid=$(sed -n "$(( (repeat + 1) / 2 ))p" <<<"$sorted")
+	per=$(awk -v m="$mid" -v s="$samples" 'BEGIN { printf "%.2f", m * 1000 / s }')
+	echo "warm interval ($kind), median of $repeat repeats: $mid ms CPU; $per ms per 1,000 samples" \
+		"[$(head -n 1 <<<"$sorted")-$(tail -n 1 <<<"$sorted") ms] (target: <= 2 ms per 1,000 samples)"
+}
+[ "$pace" -gt 0 ] && echo "  paced: $n intervals $pace ms apart, after $intervals back to back"
+summary "median" "${meds[@]}"
+summary "mean" "${means[@]}"
