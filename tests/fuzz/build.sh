@@ -22,7 +22,7 @@ done < <(cd "$root" && find proto -name '*.proto' | sort)
 make -C "$root" BUILD="$build" "${gen[@]}" "$build/gen/flamegraph_html.h" >/dev/null
 
 pkgs="libelf libdw sqlite3 libprotobuf-c jansson libmicrohttpd libcurl zlib libcrypto liblzma libzstd \
-	libdebuginfod libarchive libseccomp"
+	libdebuginfod libarchive libseccomp libdeflate"
 # shellcheck disable=SC2086 # pkg-config output is a list of flags
 cflags="-g -O1 -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -I$root -I$build/gen -I$build \
 	$(pkg-config --cflags $pkgs)"
