@@ -41,6 +41,7 @@ static struct {
 	uint64_t debuginfod[OPAL_DEBUGINFOD_N_RESULTS];
 	uint64_t decomp[OPAL_DECOMP_N_REASONS];
 	uint64_t unwritten[OPAL_UNWRITTEN_N];
+	uint64_t cache_evicted[OPAL_CACHE_TABLE_N];
 	uint64_t upstream[OPAL_UPSTREAM_N];
 	uint64_t otlp_receive[OPAL_OTLP_RECEIVE_N];
 	uint64_t otlp_locations[4];         /* opal_metrics_otlp_locations's, in its order */
@@ -105,6 +106,12 @@ void opal_metrics_decomp_refused(enum opal_metric_decomp reason)
 void opal_metrics_interval_unwritten(enum opal_metric_unwritten reason)
 {
 	bump(m.unwritten, OPAL_UNWRITTEN_N, (unsigned)reason);
+}
+
+void opal_metrics_cache_evicted(enum opal_metric_cache_table table, uint64_t rows)
+{
+	if ((unsigned)table < OPAL_CACHE_TABLE_N)
+		add(&m.cache_evicted[table], rows);
 }
 
 void opal_metrics_debuginfod(enum opal_metric_debuginfod result)
@@ -219,6 +226,7 @@ void opal_metrics_reset(void)
 	memset(m.debuginfod, 0, sizeof(m.debuginfod));
 	memset(m.decomp, 0, sizeof(m.decomp));
 	memset(m.unwritten, 0, sizeof(m.unwritten));
+	memset(m.cache_evicted, 0, sizeof(m.cache_evicted));
 	memset(m.upstream, 0, sizeof(m.upstream));
 	memset(m.otlp_receive, 0, sizeof(m.otlp_receive));
 	memset(m.otlp_locations, 0, sizeof(m.otlp_locations));
@@ -462,6 +470,9 @@ int opal_metrics_render(const struct opal_symbolizer_stats *sym,
 	static const char *const unwritten_names[OPAL_UNWRITTEN_N] = {
 		"no_memory", "encode", "disk_full", "io",
 	};
+	static const char *const cache_table_names[OPAL_CACHE_TABLE_N] = {
+		"frames", "files", "refused",
+	};
 	static const char *const up_names[OPAL_UPSTREAM_N] = {
 		"batch_ok", "batch_failed", "uploaded", "upload_skipped", "upload_retried",
 		"upload_failed", "dropped", "first_waited", "first_wait_exceeded",
@@ -501,6 +512,9 @@ int opal_metrics_render(const struct opal_symbolizer_stats *sym,
 	family(f, "opal_intervals_unwritten_total",
 	       "Collector intervals not written (nor acknowledged: sent again), by reason",
 	       "reason", unwritten_names, m.unwritten, OPAL_UNWRITTEN_N);
+	family(f, "opal_cache_rows_evicted_total",
+	       "Rows of the SQLite cache dropped at their table's bound, by table", "table",
+	       cache_table_names, m.cache_evicted, OPAL_CACHE_TABLE_N);
 	family(f, "opal_http_refusals_total",
 	       "HTTP connections and requests refused at a bound, by reason", "reason",
 	       refusal_names, m.http_refusals, OPAL_HTTP_REFUSAL_N);

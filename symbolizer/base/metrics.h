@@ -68,6 +68,15 @@ enum opal_metric_decomp {
 	OPAL_DECOMP_N_REASONS,
 };
 
+/* Tables of the SQLite cache (symbolize/sym_sqlite.h) whose rows are
+ * dropped at their bounds. */
+enum opal_metric_cache_table {
+	OPAL_CACHE_TABLE_FRAMES,    /* 4 Mi rows, an eighth in key order */
+	OPAL_CACHE_TABLE_FILES,     /* 256 Ki rows, the least recently updated eighth */
+	OPAL_CACHE_TABLE_REFUSED,   /* 64 Ki rows, the oldest eighth */
+	OPAL_CACHE_TABLE_N,
+};
+
 /* Why a collector's interval was not written (and so not acknowledged:
  * the collector sends it again when it reconnects, collector_link.c). */
 enum opal_metric_unwritten {
@@ -97,6 +106,8 @@ void opal_metrics_debuginfod(enum opal_metric_debuginfod result);
 void opal_metrics_upstream(enum opal_metric_upstream what);
 void opal_metrics_decomp_refused(enum opal_metric_decomp reason);
 void opal_metrics_interval_unwritten(enum opal_metric_unwritten reason);
+/* `rows` rows of `table` dropped for its bound. */
+void opal_metrics_cache_evicted(enum opal_metric_cache_table table, uint64_t rows);
 void opal_metrics_queue_depth(enum opal_metric_queue q, uint64_t depth);
 
 /* OTLP exporters of the symbolizer (--export). */

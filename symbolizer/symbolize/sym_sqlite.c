@@ -1,12 +1,15 @@
 /* SQLite cache of files and symbolized frames (sym_sqlite.h).
  *
- * Schema (PRAGMA user_version 3; 2 since sizeless symbols name the bytes
+ * Schema (PRAGMA user_version 4; 2 since sizeless symbols name the bytes
  * after them, 3 since C++ functions are named in c++filt's form with
  * their clone suffixes and DWARF tombstones of discarded code are
- * ignored; frames cached by an earlier version are dropped):
+ * ignored, 4 since frames is a WITHOUT ROWID table; the tables of an
+ * earlier version are dropped):
  *   files(file_id BLOB PRIMARY KEY, build_id BLOB, path TEXT,
  *         quality INTEGER, reason TEXT, updated_at INTEGER unix seconds)
  *   frames(file_id BLOB, addr INTEGER, frames BLOB, PRIMARY KEY(file_id, addr))
+ *         WITHOUT ROWID: one B-tree, where a rowid table kept the rows and
+ *         an index of the key, and wrote twice the pages per row
  *   refused(file_id BLOB PRIMARY KEY, build_id BLOB, budget INTEGER bytes,
  *           reason TEXT, updated_at INTEGER): files refused before
  *           decompression (debuginfo/debuginfo_bound.h) under that budget
@@ -19,9 +22,10 @@
  * is cut back to 32 MiB after a larger transaction. Writers batch rows
  * (opal_cache_put_frames_batch): a transaction per row cost ~200 us.
  *
- * Bounds: at most OPAL_CACHE_MAX_FRAMES frame rows (the oldest-written
- * eighth is dropped when over: rowid order is about write order, since a
- * new or replaced row gets a rowid above the largest one) and at most
+ * Bounds: at most OPAL_CACHE_MAX_FRAMES frame rows (when over, an eighth
+ * of them is dropped, first in key order: the frames of the files whose
+ * file IDs sort first, and file IDs are hashes, so files drawn at random
+ * as a whole) and at most
  * OPAL_CACHE_MAX_FILES file rows (the least recently updated eighth is
  * dropped with their frames), at most OPAL_CACHE_MAX_REFUSED refused rows
  * (the oldest eighth dropped). A database that is not SQLite or is corrupt
@@ -38,13 +42,14 @@
 #include <sqlite3.h>
 
 #include "symbolize/sym_sqlite.h"
+#include "base/metrics.h"
 #include "shared/log.h"
 #include "symbolize/sym_codec.h"
 
 #define OPAL_CACHE_MAX_FRAMES  (4ll << 20)
 #define OPAL_CACHE_MAX_FILES   (256ll << 10)
 #define OPAL_CACHE_MAX_REFUSED (64ll << 10)
-#define SCHEMA_VERSION         3
+#define SCHEMA_VERSION         4
 #define BUSY_TIMEOUT_MS        5000
 #define OPAL_STR_(x) #x
 #define OPAL_STR(x) OPAL_STR_(x)
@@ -83,7 +88,8 @@ static const char *const stmt_sql[ST_N] = {
 	[ST_COUNT_FRAMES] = "SELECT count(*) FROM frames",
 	[ST_COUNT_FILES] = "SELECT count(*) FROM files",
 	[ST_EVICT_FRAMES] =
-		"DELETE FROM frames WHERE rowid IN (SELECT rowid FROM frames ORDER BY rowid LIMIT ?1)",
+		"DELETE FROM frames WHERE (file_id, addr) IN "
+		"(SELECT file_id, addr FROM frames ORDER BY file_id, addr LIMIT ?1)",
 	[ST_EVICT_FILE_FRAMES] =
 		"DELETE FROM frames WHERE file_id IN "
 		"(SELECT file_id FROM files ORDER BY updated_at LIMIT ?1)",
@@ -111,7 +117,7 @@ static const char schema_sql[] =
 	"quality INTEGER NOT NULL, reason TEXT, updated_at INTEGER NOT NULL);"
 	"CREATE INDEX IF NOT EXISTS files_by_age ON files(updated_at);"
 	"CREATE TABLE IF NOT EXISTS frames(file_id BLOB NOT NULL, addr INTEGER NOT NULL, "
-	"frames BLOB NOT NULL, PRIMARY KEY(file_id, addr));"
+	"frames BLOB NOT NULL, PRIMARY KEY(file_id, addr)) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS refused(file_id BLOB PRIMARY KEY, build_id BLOB, "
 	"budget INTEGER NOT NULL, reason TEXT, updated_at INTEGER NOT NULL);"
 	"CREATE INDEX IF NOT EXISTS refused_by_build_id ON refused(build_id);";
@@ -121,6 +127,7 @@ struct opal_cache {
 	sqlite3_stmt *st[ST_N];
 	pthread_mutex_t lock;
 	int64_t n_frames, n_files;   /* row counts, exact after open/eviction */
+	int64_t max_frames;          /* OPAL_CACHE_MAX_FRAMES unless lowered */
 	bool in_tx;
 };
 
@@ -262,6 +269,7 @@ struct opal_cache *opal_cache_open(const char *path)
 		return NULL;
 	}
 	pthread_mutex_init(&c->lock, NULL);
+	c->max_frames = OPAL_CACHE_MAX_FRAMES;
 	int rc = open_db(c, path);
 	if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT) {
 		opal_warn("cache: %s is not a usable database (%s), starting a new one", path,
@@ -294,6 +302,13 @@ void opal_cache_close(struct opal_cache *c)
 	free(c);
 }
 
+void opal_cache_set_max_frames(struct opal_cache *c, int64_t max_frames)
+{
+	pthread_mutex_lock(&c->lock);
+	c->max_frames = max_frames < 8 ? 8 : max_frames;
+	pthread_mutex_unlock(&c->lock);
+}
+
 static int bind_id(sqlite3_stmt *st, int idx, const opal_file_id *id)
 {
 	return sqlite3_bind_blob(st, idx, id->b, OPAL_FILE_ID_LEN, SQLITE_STATIC);
@@ -307,17 +322,24 @@ static int enforce_bounds(struct opal_cache *c)
 		int64_t drop = OPAL_CACHE_MAX_FILES / 8;
 		sqlite3_bind_int64(c->st[ST_EVICT_FILE_FRAMES], 1, drop);
 		sqlite3_bind_int64(c->st[ST_EVICT_FILES], 1, drop);
-		if ((r = run(c, ST_EVICT_FILE_FRAMES, "evict file frames")) == 0)
-			r = run(c, ST_EVICT_FILES, "evict files");
+		if ((r = run(c, ST_EVICT_FILE_FRAMES, "evict file frames")) == 0) {
+			opal_metrics_cache_evicted(OPAL_CACHE_TABLE_FRAMES,
+						   (uint64_t)sqlite3_changes(c->db));
+			if ((r = run(c, ST_EVICT_FILES, "evict files")) == 0)
+				opal_metrics_cache_evicted(OPAL_CACHE_TABLE_FILES,
+							   (uint64_t)sqlite3_changes(c->db));
+		}
 		c->n_files = count_rows(c, ST_COUNT_FILES);
 		c->n_frames = count_rows(c, ST_COUNT_FRAMES);
 		opal_info("cache: over %lld files, dropped the oldest", OPAL_CACHE_MAX_FILES);
 	}
-	if (r == 0 && c->n_frames > OPAL_CACHE_MAX_FRAMES) {
-		sqlite3_bind_int64(c->st[ST_EVICT_FRAMES], 1, OPAL_CACHE_MAX_FRAMES / 8);
-		r = run(c, ST_EVICT_FRAMES, "evict frames");
+	if (r == 0 && c->n_frames > c->max_frames) {
+		sqlite3_bind_int64(c->st[ST_EVICT_FRAMES], 1, c->max_frames / 8 + 1);
+		if ((r = run(c, ST_EVICT_FRAMES, "evict frames")) == 0)
+			opal_metrics_cache_evicted(OPAL_CACHE_TABLE_FRAMES,
+						   (uint64_t)sqlite3_changes(c->db));
 		c->n_frames = count_rows(c, ST_COUNT_FRAMES);
-		opal_info("cache: over %lld frame rows, dropped the oldest", OPAL_CACHE_MAX_FRAMES);
+		opal_info("cache: over %lld frame rows, dropped an eighth", (long long)c->max_frames);
 	}
 	return r;
 }
@@ -401,7 +423,9 @@ int opal_cache_put_refused(struct opal_cache *c, const opal_file_id *id, const u
 	int r = run(c, ST_PUT_REFUSED, "put refused");
 	if (r == 0 && count_rows(c, ST_COUNT_REFUSED) > OPAL_CACHE_MAX_REFUSED) {
 		sqlite3_bind_int64(c->st[ST_EVICT_REFUSED], 1, OPAL_CACHE_MAX_REFUSED / 8);
-		r = run(c, ST_EVICT_REFUSED, "evict refused");
+		if ((r = run(c, ST_EVICT_REFUSED, "evict refused")) == 0)
+			opal_metrics_cache_evicted(OPAL_CACHE_TABLE_REFUSED,
+						   (uint64_t)sqlite3_changes(c->db));
 	}
 	pthread_mutex_unlock(&c->lock);
 	return r;

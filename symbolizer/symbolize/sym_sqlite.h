@@ -15,6 +15,10 @@ struct opal_cache;
  * with errno set and a log line. */
 struct opal_cache *opal_cache_open(const char *path);
 void opal_cache_close(struct opal_cache *c);
+/* Lowers the bound on frame rows from OPAL_CACHE_MAX_FRAMES (4 Mi) to
+ * `max_frames` (at least 8), e.g. to exercise eviction; when a write takes
+ * the table over it, an eighth of the bound is dropped in key order. */
+void opal_cache_set_max_frames(struct opal_cache *c, int64_t max_frames);
 
 /* files table: (file ID, build ID, path, debug quality, reason). */
 int opal_cache_put_file(struct opal_cache *c, const opal_file_id *id, const uint8_t *build_id,

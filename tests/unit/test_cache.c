@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "symbolizer/base/metrics.h"
 #include "symbolizer/base/sym_result.h"
 #include "symbolizer/symbolize/sym_codec.h"
 #include "symbolizer/symbolize/sym_memcache.h"
@@ -217,7 +218,7 @@ static void test_cache_frames(void **state)
 
 /* Frames cached by another schema version are dropped at open (version 1
  * named sizeless symbols only at their own address, version 2 C++
- * functions by their DWARF names). */
+ * functions by their DWARF names, version 3 kept them in a rowid table). */
 static void check_old_version_dropped(const char *pragma)
 {
 	char db[PATH_MAX];
@@ -282,6 +283,66 @@ static void test_cache_old_version_dropped(void **state)
 	(void)state;
 	check_old_version_dropped("PRAGMA user_version = 1");
 	check_old_version_dropped("PRAGMA user_version = 2");
+	check_old_version_dropped("PRAGMA user_version = 3");
+}
+
+static int count_frames(const char *db)
+{
+	sqlite3 *raw;
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(raw, "SELECT count(*) FROM frames", -1, &st, NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	int n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	/* one B-tree: the table has no rowid */
+	assert_int_not_equal(sqlite3_prepare_v2(raw, "SELECT rowid FROM frames", -1, &st, NULL),
+			     SQLITE_OK);
+	sqlite3_close(raw);
+	return n;
+}
+
+/* Over its bound on frame rows, the table drops an eighth of the bound,
+ * first in key order (the files whose IDs sort first, at random since
+ * file IDs are hashes); a later write finds the rest. */
+static void test_cache_frames_bound(void **state)
+{
+	(void)state;
+	char db[PATH_MAX];
+	tmp_db(db, sizeof(db));
+	struct opal_cache *c = opal_cache_open(db);
+	assert_non_null(c);
+	opal_cache_set_max_frames(c, 64);
+	opal_metrics_reset();
+	opal_file_id lo, hi;
+	memset(lo.b, 0x11, sizeof(lo.b));
+	memset(hi.b, 0x99, sizeof(hi.b));
+	struct opal_sym_result in, out;
+	sample_result(&in);
+	for (uint64_t a = 0; a < 40; a++)
+		assert_int_equal(opal_cache_put_frames(c, &hi, 0x1000 + a, &in), 0);
+	struct opal_cache_frames_row rows[24];
+	for (unsigned i = 0; i < 24; i++)
+		rows[i] = (struct opal_cache_frames_row){ lo, 0x1000 + i, in };
+	assert_int_equal(opal_cache_put_frames_batch(c, rows, 24), 0);
+	assert_int_equal(count_frames(db), 64);   /* at the bound, not over */
+	assert_int_equal(opal_cache_put_frames(c, &hi, 0x2000, &in), 0);
+	/* 65 rows: 64 / 8 + 1 = 9 dropped, all of the lower file ID */
+	assert_int_equal(count_frames(db), 56);
+	for (uint64_t a = 0; a < 9; a++)
+		assert_int_equal(opal_cache_get_frames(c, &lo, 0x1000 + a, &out), -ENOENT);
+	assert_int_equal(opal_cache_get_frames(c, &lo, 0x1000 + 9, &out), 0);
+	opal_sym_result_free(&out);
+	assert_int_equal(opal_cache_get_frames(c, &hi, 0x2000, &out), 0);
+	opal_sym_result_free(&out);
+	char *text;
+	size_t len;
+	assert_int_equal(opal_metrics_render(NULL, NULL, &text, &len), 0);
+	assert_non_null(strstr(text, "opal_cache_rows_evicted_total{table=\"frames\"} 9\n"));
+	free(text);
+	opal_cache_close(c);
+	rm_db(db);
 }
 
 static void test_cache_files_and_restart(void **state)
@@ -429,6 +490,7 @@ int main(void)
 		cmocka_unit_test(test_codec_long_names),
 		cmocka_unit_test(test_cache_frames),
 		cmocka_unit_test(test_cache_old_version_dropped),
+		cmocka_unit_test(test_cache_frames_bound),
 		cmocka_unit_test(test_cache_files_and_restart),
 		cmocka_unit_test(test_cache_corrupt),
 		cmocka_unit_test(test_memcache),
