@@ -2,8 +2,8 @@
  * addresses of one file through the symbolizer (symbolize.h) the way the
  * daemon does, and reports the time of each pass and the memory used.
  *
- *   bench_symbolize [--answers FILE] [--sqlite DB] [--budget MIB]
- *                   [--debug-root DIR] ELF ADDRESSES
+ *   bench_symbolize [--answers FILE] [--sqlite DB] [--flush-every N]
+ *                   [--budget MIB] [--debug-root DIR] ELF ADDRESSES
  *
  * ADDRESSES holds one hexadecimal address per line. Passes, in order:
  *   cold     a new symbolizer, nothing cached: opening the file, finding
@@ -11,8 +11,11 @@
  *   warm     the same addresses again (in-memory result cache);
  *   restart  with --sqlite only: a new symbolizer over the reopened SQLite
  *            cache, without the descriptor (answers from disk).
- * With --sqlite each pass runs inside one transaction, as the daemon
- * batches an interval's writes. --answers writes what the cold pass
+ * With --sqlite each pass runs inside one transaction, into which the
+ * rows go at once; with --flush-every N too, as the daemon runs: the
+ * rows wait in the symbolizer's write queue and opal_symbolizer_flush
+ * writes them, one transaction each, every N addresses (an interval's
+ * new addresses) and at the end of the pass. --answers writes what the cold pass
  * found, one line per frame (run.sh compares it with other tools):
  *   ADDRESS <tab> DEPTH <tab> FUNCTION <tab> FILE <tab> LINE <tab> INLINED
  * with DEPTH "-" and empty fields for an unresolved address.
@@ -113,6 +116,8 @@ static void write_answer(FILE *out, uint64_t addr, const struct opal_sym_result 
 	}
 }
 
+static size_t flush_every;   /* --flush-every: 0, one transaction per pass */
+
 /* One pass over every address; returns seconds, or -1 on error. */
 static double run_pass(struct opal_symbolizer *s, struct opal_cache *c, const opal_file_id *id,
 		       const uint64_t *addrs, size_t n, FILE *answers, size_t *frames,
@@ -120,7 +125,7 @@ static double run_pass(struct opal_symbolizer *s, struct opal_cache *c, const op
 {
 	*frames = *unresolved = 0;
 	double t0 = now();
-	if (c && opal_cache_begin(c) < 0)
+	if (c && !flush_every && opal_cache_begin(c) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		struct opal_sym_result r;
@@ -135,16 +140,18 @@ static double run_pass(struct opal_symbolizer *s, struct opal_cache *c, const op
 		if (answers)
 			write_answer(answers, addrs[i], &r);
 		opal_sym_result_free(&r);
+		if (c && flush_every && (i + 1) % flush_every == 0 && opal_symbolizer_flush(s) < 0)
+			return -1;
 	}
-	if (c && opal_cache_commit(c) < 0)
+	if (c && (flush_every ? opal_symbolizer_flush(s) : opal_cache_commit(c)) < 0)
 		return -1;
 	return now() - t0;
 }
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: bench_symbolize [--answers FILE] [--sqlite DB] [--budget MIB] "
-			"[--debug-root DIR] ELF ADDRESSES\n");
+	fprintf(stderr, "usage: bench_symbolize [--answers FILE] [--sqlite DB] [--flush-every N] "
+			"[--budget MIB] [--debug-root DIR] ELF ADDRESSES\n");
 	exit(2);
 }
 
@@ -155,6 +162,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "answers", required_argument, NULL, 'a' },
 		{ "sqlite", required_argument, NULL, 's' },
+		{ "flush-every", required_argument, NULL, 'f' },
 		{ "budget", required_argument, NULL, 'b' },
 		{ "debug-root", required_argument, NULL, 'd' },
 		{ NULL, 0, NULL, 0 },
@@ -164,6 +172,7 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 'a': answers_path = optarg; break;
 		case 's': db = optarg; break;
+		case 'f': flush_every = strtoul(optarg, NULL, 10); break;
 		case 'b': budget_mib = strtoul(optarg, NULL, 10); break;
 		case 'd': debug_root = optarg; break;
 		default: usage();
