@@ -37,6 +37,7 @@
 #include "unwind/unwind_store.h"
 
 #define POLL_MS            100
+#define OUT_POLL_MS        10    /* while frames wait in the sender's output queue */
 #define FD_RESERVE         256   /* descriptors kept free for everything but ELF files */
 /* Stop deadline (docs/deployment.md, "Stopping"): TimeoutStopSec= of the
  * unit; the waits below end by STOP_WAIT_MS after the signal, leaving the
@@ -273,6 +274,7 @@ static void fill_counters(struct collector *c, const uint64_t *bpf,
 	out->offcpu_samples = c->ctr.offcpu_samples;
 	out->offcpu_unmatched = c->ctr.offcpu_unmatched;
 	out->peers_refused = c->ctr.peers_refused;
+	out->send_waits = c->ctr.send_waits;
 	out->jit_frames = c->ctr.jit_frames;
 	out->jit_files_opened = c->ctr.jit_files_opened;
 	out->jit_file_errors = c->ctr.jit_file_errors;
@@ -541,7 +543,9 @@ static void run(struct collector *c)
 	while (!opal_stop_signals) {
 		if (opal_reload_signal)
 			interval_ns = reload(c, interval_ns, &boundary);
-		int r = opal_sampling_poll(&c->smp, POLL_MS);
+		/* queued output goes out as the symbolizer makes room */
+		int r = opal_sampling_poll(&c->smp,
+					   opal_sender_pending(&c->snd) ? OUT_POLL_MS : POLL_MS);
 		if (r < 0 && r != -EINTR)
 			opal_warn("ring buffer poll: %s", strerror(-r));
 		if (opal_stop_signals)

@@ -49,67 +49,76 @@ static uint64_t stop_deadline_ms(int sock)
 	return mono_ms() + (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 }
 
-/* Writes iov fully; the descriptor rides on the first sendmsg only. */
-static int send_all(int sock, struct iovec *iov, int iovcnt, int fd)
+ssize_t opal_wire_write(int sock, const uint8_t *buf, size_t len, int fd, int flags)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))];
-	bool fd_pending = fd >= 0;
+	struct iovec iov = { (void *)buf, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (fd >= 0) {
+		memset(cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	ssize_t w = sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
+	return w < 0 ? -errno : w;
+}
+
+/* Writes buf fully; the descriptor rides on the first write only. */
+static int send_all(int sock, const uint8_t *buf, size_t len, int fd)
+{
 	uint64_t until = stop_deadline_ms(sock);
 
-	while (iovcnt > 0) {
+	while (len > 0) {
 		if (until && mono_ms() >= until)
 			return -EAGAIN;
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
-		if (fd_pending) {
-			memset(cbuf, 0, sizeof(cbuf));
-			mh.msg_control = cbuf;
-			mh.msg_controllen = sizeof(cbuf);
-			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(c), &fd, sizeof(int));
-		}
-		ssize_t w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+		ssize_t w = opal_wire_write(sock, buf, len, fd, 0);
 		if (w < 0) {
-			if (errno == EINTR && !opal_stop_signals)
+			if (w == -EINTR && !opal_stop_signals)
 				continue;
-			return -errno;
+			return (int)w;
 		}
-		fd_pending = false;
-		size_t left = (size_t)w;
-		while (iovcnt > 0 && left >= iov->iov_len) {
-			left -= iov->iov_len;
-			iov++;
-			iovcnt--;
-		}
-		if (iovcnt > 0) {
-			iov->iov_base = (uint8_t *)iov->iov_base + left;
-			iov->iov_len -= left;
-		}
+		fd = -1;
+		buf += w;
+		len -= (size_t)w;
 	}
+	return 0;
+}
+
+int opal_wire_frame(Opal__Wire__V1__Envelope *env, uint8_t **frame, size_t *len)
+{
+	size_t n;
+	uint8_t *buf;
+
+	env->version = OPAL_WIRE_VERSION;
+	n = opal__wire__v1__envelope__get_packed_size(env);
+	if (n > OPAL_WIRE_MAX_FRAME)
+		return -EMSGSIZE;
+	buf = malloc(OPAL_WIRE_HDR_LEN + n);
+	if (!buf)
+		return -ENOMEM;
+	put_le32(buf, OPAL_WIRE_MAGIC);
+	put_le32(buf + 4, (uint32_t)n);
+	opal__wire__v1__envelope__pack(env, buf + OPAL_WIRE_HDR_LEN);
+	*frame = buf;
+	*len = OPAL_WIRE_HDR_LEN + n;
 	return 0;
 }
 
 int opal_wire_send(int sock, Opal__Wire__V1__Envelope *env, int fd)
 {
-	uint8_t hdr[OPAL_WIRE_HDR_LEN];
-	size_t len;
 	uint8_t *buf;
-	int err;
+	size_t len;
+	int err = opal_wire_frame(env, &buf, &len);
 
-	env->version = OPAL_WIRE_VERSION;
-	len = opal__wire__v1__envelope__get_packed_size(env);
-	if (len > OPAL_WIRE_MAX_FRAME)
-		return -EMSGSIZE;
-	buf = malloc(len ? len : 1);
-	if (!buf)
-		return -ENOMEM;
-	opal__wire__v1__envelope__pack(env, buf);
-	put_le32(hdr, OPAL_WIRE_MAGIC);
-	put_le32(hdr + 4, (uint32_t)len);
-	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { buf, len } };
-	err = send_all(sock, iov, 2, fd);
+	if (err < 0)
+		return err;
+	err = send_all(sock, buf, len, fd);
 	free(buf);
 	return err;
 }

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "opal/wire.pb-c.h"
 
 #define OPAL_WIRE_VERSION    1u
@@ -30,6 +31,19 @@
  * Returns 0, -EMSGSIZE over OPAL_WIRE_MAX_FRAME, -EINTR when so
  * interrupted, -EPIPE/-errno on a dead peer. */
 int opal_wire_send(int sock, Opal__Wire__V1__Envelope *env, int fd);
+
+/* Serializes `env` (env->version set) into one malloc'd frame, header and
+ * payload, for a sender that writes it itself (the collector's
+ * non-blocking output, collector/send/sender.c): *frame (freed by the
+ * caller) and *len in bytes. Returns 0, -EMSGSIZE over
+ * OPAL_WIRE_MAX_FRAME, -ENOMEM. */
+int opal_wire_frame(Opal__Wire__V1__Envelope *env, uint8_t **frame, size_t *len);
+
+/* One sendmsg of up to `len` bytes of `buf` with `flags` (MSG_NOSIGNAL
+ * added), passing `fd` with SCM_RIGHTS when >= 0 (it goes with the first
+ * byte written). Returns the bytes written or -errno (-EAGAIN with
+ * MSG_DONTWAIT on a full socket: nothing written, the descriptor not sent). */
+ssize_t opal_wire_write(int sock, const uint8_t *buf, size_t len, int fd, int flags);
 
 struct opal_wire_reader {
 	int sock;

@@ -16,6 +16,7 @@ struct opal_counters {
 	uint64_t intervals_dropped;  /* unacknowledged intervals pushed out of the send buffer */
 	uint64_t stack_errors;       /* user stacks without user registers */
 	uint64_t peers_refused;      /* listeners on --socket not trusted (send/peer.h) */
+	uint64_t send_waits;         /* services that left intervals queued: the output queue was full */
 	/* DWARF unwinder (docs/unwinding.md): error frames by reason */
 	uint64_t frames_no_unwind_info;   /* no FDE, unrepresentable CFI, a needed
 					   * register lost, or a CFA that did not move */

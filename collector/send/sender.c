@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -46,8 +47,26 @@ static void count_lost(struct opal_sender *s, uint64_t n, const char *why)
 		  (unsigned long long)n, why);
 }
 
+/* Frees the output queue's frames and closes their descriptors. */
+static void out_clear(struct opal_sender *s)
+{
+	for (size_t i = s->out_head; i < s->out_head + s->out_n; i++) {
+		free(s->out[i].buf);
+		if (s->out[i].fd >= 0)
+			close(s->out[i].fd);
+	}
+	s->out_head = s->out_n = s->out_bytes = 0;
+	s->out_fds = 0;
+}
+
+bool opal_sender_pending(const struct opal_sender *s)
+{
+	return s->out_n > 0;
+}
+
 void opal_sender_close(struct opal_sender *s)
 {
+	out_clear(s);
 	if (s->sock < 0)
 		return;
 	opal_wire_reader_close(&s->rd);
@@ -67,9 +86,90 @@ static void lose(struct opal_sender *s, const char *what, int err, uint64_t now_
 	s->next_try_ns = now_ns + s->backoff_ns;
 }
 
+/* Writes queued frames while the socket takes them without blocking; a
+ * frame's descriptor goes with its first byte. Returns 0 (all written, or
+ * the socket is full) or -errno on a dead peer. */
+static int out_flush(struct opal_sender *s)
+{
+	while (s->out_n) {
+		struct opal_out_frame *f = &s->out[s->out_head];
+		ssize_t w = opal_wire_write(s->sock, f->buf + f->off, f->len - f->off, f->fd,
+					    MSG_DONTWAIT);
+		if (w < 0) {
+			if (w == -EINTR)
+				continue;
+			return w == -EAGAIN ? 0 : (int)w;
+		}
+		if (f->fd >= 0) {
+			close(f->fd);
+			f->fd = -1;
+			s->out_fds--;
+		}
+		f->off += (size_t)w;
+		s->out_bytes -= (size_t)w;
+		if (f->off < f->len)
+			continue;
+		free(f->buf);
+		s->out_head++;
+		if (--s->out_n == 0)
+			s->out_head = 0;
+	}
+	return 0;
+}
+
+/* Room for one more frame at the end of the queue: the frames move to the
+ * front of the array, or it grows (up to OPAL_SEND_OUT_MAX_FRAMES). */
+static int out_room(struct opal_sender *s)
+{
+	if (s->out_head + s->out_n < s->out_cap)
+		return 0;
+	if (s->out_head) {
+		memmove(s->out, s->out + s->out_head, s->out_n * sizeof(*s->out));
+		s->out_head = 0;
+		return 0;
+	}
+	size_t cap = s->out_cap ? 2 * s->out_cap : 64;
+	struct opal_out_frame *a = realloc(s->out, cap * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	s->out = a;
+	s->out_cap = cap;
+	return 0;
+}
+
+/* Queues `env` (with a duplicate of `fd` when >= 0: the caller keeps its
+ * own) and writes what the socket takes now. An `entry` frame (an interval
+ * or what it names) is refused with -EAGAIN while the queue is at its
+ * bound: the caller comes back to it at a later service. Returns 0, -EAGAIN,
+ * -EMSGSIZE (over OPAL_WIRE_MAX_FRAME), -ENOBUFS (a reply past the hard
+ * bounds) or -errno. */
+static int send_env_as(struct opal_sender *s, Opal__Wire__V1__Envelope *env, int fd, bool entry)
+{
+	uint8_t *buf;
+	size_t len;
+	int dup = -1, err;
+
+	if (entry && (s->out_bytes >= OPAL_SEND_OUT_BYTES || s->out_n >= OPAL_SEND_OUT_MAX_FRAMES / 2 ||
+		      (fd >= 0 && s->out_fds >= OPAL_SEND_OUT_FDS)))
+		return -EAGAIN;
+	if (s->out_n >= OPAL_SEND_OUT_MAX_FRAMES || (fd >= 0 && s->out_fds >= OPAL_SEND_OUT_MAX_FDS))
+		return -ENOBUFS;
+	if ((err = out_room(s)) < 0 || (err = opal_wire_frame(env, &buf, &len)) < 0)
+		return err;
+	if (fd >= 0 && (dup = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		err = -errno;
+		free(buf);
+		return err;
+	}
+	s->out[s->out_head + s->out_n++] = (struct opal_out_frame){ buf, len, 0, dup };
+	s->out_bytes += len;
+	s->out_fds += dup >= 0;
+	return out_flush(s);
+}
+
 static int send_env(struct opal_sender *s, Opal__Wire__V1__Envelope *env, int fd)
 {
-	return opal_wire_send(s->sock, env, fd);
+	return send_env_as(s, env, fd, false);
 }
 
 static int send_hello(struct opal_sender *s)
@@ -157,8 +257,9 @@ static int send_debuglinks(struct opal_sender *s, const struct opal_file *f)
 }
 
 /* FileInfo of `f` with its descriptor, or has_fd=false and the reason;
- * then its debuglink candidates when the descriptor went out. */
-static int send_file(struct opal_sender *s, struct opal_file *f)
+ * then its debuglink candidates when the descriptor went out (queued with
+ * it whatever the bound: a file is never sent half). */
+static int send_file(struct opal_sender *s, struct opal_file *f, bool entry)
 {
 	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
 	Opal__Wire__V1__FileInfo fi = OPAL__WIRE__V1__FILE_INFO__INIT;
@@ -178,7 +279,7 @@ static int send_file(struct opal_sender *s, struct opal_file *f)
 	}
 	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_FILE;
 	env.file = &fi;
-	err = send_env(s, &env, fd >= 0 ? fd : -1);
+	err = send_env_as(s, &env, fd >= 0 ? fd : -1, entry);
 	if (err == 0 && fd >= 0)
 		err = send_debuglinks(s, f);
 	if (err == 0)
@@ -187,7 +288,7 @@ static int send_file(struct opal_sender *s, struct opal_file *f)
 }
 
 /* FileInfo for a file ID the table no longer knows. */
-static int send_unknown_file(struct opal_sender *s, const opal_file_id *id)
+static int send_unknown_file(struct opal_sender *s, const opal_file_id *id, bool entry)
 {
 	Opal__Wire__V1__Envelope env = OPAL__WIRE__V1__ENVELOPE__INIT;
 	Opal__Wire__V1__FileInfo fi = OPAL__WIRE__V1__FILE_INFO__INIT;
@@ -198,7 +299,7 @@ static int send_unknown_file(struct opal_sender *s, const opal_file_id *id)
 	fi.error = "file no longer tracked by the collector";
 	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_FILE;
 	env.file = &fi;
-	return send_env(s, &env, -1);
+	return send_env_as(s, &env, -1, entry);
 }
 
 /* The code objects entry `e` names that have not gone out on this
@@ -214,7 +315,7 @@ static int send_codes(struct opal_sender *s, const struct opal_sendq_entry *e)
 			continue;
 		env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_CODE;
 		env.code = &c->msg;
-		if ((err = send_env(s, &env, -1)) < 0)
+		if ((err = send_env_as(s, &env, -1, true)) < 0)
 			return err;
 		c->sent_conn = s->conn_gen;
 	}
@@ -248,7 +349,7 @@ static int send_jit_files(struct opal_sender *s, const struct opal_sendq_entry *
 			fi.has_fd = true;
 			env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_FILE;
 			env.file = &fi;
-			if ((err = send_env(s, &env, f->fd)) < 0)
+			if ((err = send_env_as(s, &env, f->fd, true)) < 0)
 				return err;
 			f->sent_conn = s->conn_gen;
 		}
@@ -268,7 +369,7 @@ static int send_entry(struct opal_sender *s, struct opal_sendq_entry *e)
 		struct opal_file *f = opal_files_find_id(s->files, &e->ids[i]);
 		if (f && f->sent_conn == s->conn_gen)
 			continue;
-		if ((err = f ? send_file(s, f) : send_unknown_file(s, &e->ids[i])) < 0)
+		if ((err = f ? send_file(s, f, true) : send_unknown_file(s, &e->ids[i], true)) < 0)
 			return err;
 	}
 	/* The queue keeps packed bytes (its bound is in bytes); the framing
@@ -278,7 +379,7 @@ static int send_entry(struct opal_sender *s, struct opal_sendq_entry *e)
 		return -ENOMEM;
 	env.msg_case = OPAL__WIRE__V1__ENVELOPE__MSG_INTERVAL;
 	env.interval = iv;
-	err = send_env(s, &env, -1);
+	err = send_env_as(s, &env, -1, true);
 	opal__wire__v1__interval__free_unpacked(iv, NULL);
 	if (err == 0) {
 		e->sent_conn = s->conn_gen;
@@ -286,12 +387,6 @@ static int send_entry(struct opal_sender *s, struct opal_sendq_entry *e)
 			   e->len, e->n_ids);
 	}
 	return err;
-}
-
-static int send_timeout_ms(const struct opal_sender *s)
-{
-	return s->max_block_ms && s->max_block_ms < OPAL_SEND_TIMEOUT_MS ? s->max_block_ms :
-									  OPAL_SEND_TIMEOUT_MS;
 }
 
 static int recv_timeout_ms(const struct opal_sender *s)
@@ -310,10 +405,8 @@ static void set_timeout(int sock, int opt, int ms)
 void opal_sender_limit_block(struct opal_sender *s, int ms)
 {
 	s->max_block_ms = ms < 1 ? 1 : ms;
-	if (s->sock >= 0) {
-		set_timeout(s->sock, SO_SNDTIMEO, send_timeout_ms(s));
+	if (s->sock >= 0)
 		set_timeout(s->sock, SO_RCVTIMEO, recv_timeout_ms(s));
-	}
 }
 
 /* Waits for the next attempt with the growing backoff. */
@@ -385,8 +478,9 @@ static void try_connect(struct opal_sender *s, uint64_t now_ns)
 		refuse_peer(s, sock, &cred, now_ns);
 		return;
 	}
+	/* blocking for reads (a frame is read whole, within SO_RCVTIMEO);
+	 * every send is MSG_DONTWAIT (out_flush) */
 	fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) & ~O_NONBLOCK);
-	set_timeout(sock, SO_SNDTIMEO, send_timeout_ms(s));
 	set_timeout(sock, SO_RCVTIMEO, recv_timeout_ms(s));
 	s->sock = sock;
 	s->conn_gen++;
@@ -417,7 +511,7 @@ static void handle_file_request(struct opal_sender *s, const Opal__Wire__V1__Fil
 	} else {
 		memcpy(id.b, r->file_id.data, OPAL_FILE_ID_LEN);
 		struct opal_file *f = opal_files_find_id(s->files, &id);
-		err = f ? send_file(s, f) : send_unknown_file(s, &id);
+		err = f ? send_file(s, f, false) : send_unknown_file(s, &id, false);
 	}
 	if (err < 0)
 		lose(s, "file request", err, now_ns);
@@ -467,11 +561,21 @@ void opal_sender_service(struct opal_sender *s, uint64_t now_ns)
 		try_connect(s, now_ns);
 	if (s->sock < 0)
 		return;
+	int err = out_flush(s);
+	if (err < 0) {
+		lose(s, "send", err, now_ns);
+		return;
+	}
 	read_messages(s, now_ns);
 	size_t i = 0;
 	while (i < s->q->n && s->sock >= 0) {
 		struct opal_sendq_entry *e = opal_sendq_at(s->q, i);
-		int err = e->sent_conn == s->conn_gen ? 0 : send_entry(s, e);
+		err = e->sent_conn == s->conn_gen ? 0 : send_entry(s, e);
+		if (err == -EAGAIN) {
+			/* the symbolizer reads slower than this: the rest waits */
+			s->ctr->send_waits++;
+			break;
+		}
 		if (err == -EMSGSIZE) {
 			opal_err("interval %llu too large to send (%zu bytes); dropped",
 				 (unsigned long long)e->seq, e->len);
@@ -488,7 +592,7 @@ void opal_sender_service(struct opal_sender *s, uint64_t now_ns)
 void opal_sender_wait(struct opal_sender *s, int timeout_ms)
 {
 	if (s->sock >= 0) {
-		struct pollfd pfd = { .fd = s->sock, .events = POLLIN };
+		struct pollfd pfd = { .fd = s->sock, .events = POLLIN | (s->out_n ? POLLOUT : 0) };
 		poll(&pfd, 1, timeout_ms);
 	} else {
 		struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };

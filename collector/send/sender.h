@@ -6,8 +6,9 @@
  * processes with JIT frames (proc/jitsrc.h) and the queued intervals, and
  * handles Ack and FileRequest. Sends nothing to a listener the peer policy
  * does not trust, nor on a socket whose folder another user could write
- * (peer.h). Never blocks longer
- * than the socket timeouts (send 5 s without progress, a started frame 1 s). */
+ * (peer.h). Never blocks on a send: frames go into a bounded output queue
+ * written as the socket takes them (a symbolizer busy with a cold interval
+ * is slow, not gone); reads block at most the receive timeout (1 s). */
 #ifndef OPAL_COLLECTOR_SENDER_H
 #define OPAL_COLLECTOR_SENDER_H
 
@@ -26,9 +27,26 @@
 
 #define OPAL_BACKOFF_MIN_NS 100000000ull    /* 100 ms */
 #define OPAL_BACKOFF_MAX_NS 5000000000ull   /* 5 s */
-#define OPAL_SEND_TIMEOUT_MS 5000
 #define OPAL_RECV_TIMEOUT_MS 1000
+/* Output queue: frames serialized but not yet taken by the socket. Entries
+ * (intervals and what they name) wait once it holds OPAL_SEND_OUT_BYTES or
+ * OPAL_SEND_OUT_FDS descriptors (counted in send_waits); replies to the
+ * symbolizer (Hello, kallsyms, FileRequest answers) always queue, up to
+ * OPAL_SEND_OUT_MAX_FRAMES frames and OPAL_SEND_OUT_MAX_FDS descriptors,
+ * past which the connection is dropped (its intervals are sent again). */
+#define OPAL_SEND_OUT_BYTES     (4u << 20)
+#define OPAL_SEND_OUT_FDS       32u
+#define OPAL_SEND_OUT_MAX_FRAMES 4096u
+#define OPAL_SEND_OUT_MAX_FDS   128u   /* of the collector's 256 kept free (main.c) */
 #define OPAL_RECV_PER_SERVICE 64            /* messages read per opal_sender_service */
+
+/* One serialized frame of the output queue; `fd` (a duplicate, or -1)
+ * rides on its first byte. */
+struct opal_out_frame {
+	uint8_t *buf;
+	size_t len, off;
+	int fd;
+};
 
 struct opal_sender {
 	const char *path;
@@ -39,7 +57,10 @@ struct opal_sender {
 	bool warned_down;            /* "not reachable" logged once per outage */
 	bool warned_refused;         /* an untrusted folder or peer logged once per outage */
 	struct opal_peer_policy peer;   /* root only unless set after opal_sender_init */
-	int max_block_ms;            /* 0, or a lower bound of the socket timeouts (stop) */
+	int max_block_ms;            /* 0, or a lower bound of the receive timeout (stop) */
+	struct opal_out_frame *out;  /* ring of out_cap frames from out_head, out_n used */
+	size_t out_cap, out_head, out_n, out_bytes;   /* out_bytes: not yet written */
+	unsigned out_fds;
 	struct opal_sendq *q;
 	struct opal_file_table *files;
 	struct opal_code_cache *codes;   /* NULL: no interpreter frames */
@@ -77,12 +98,16 @@ void opal_sender_init(struct opal_sender *s, const char *path, struct opal_sendq
  * connection. */
 void opal_sender_service(struct opal_sender *s, uint64_t now_ns);
 
-/* Waits up to `timeout_ms` for the symbolizer to have something to read
- * (or just sleeps while disconnected). Returns early on a signal. */
+/* Waits up to `timeout_ms` for the symbolizer to have something to read,
+ * or for room in the socket while output is queued (or just sleeps while
+ * disconnected). Returns early on a signal. */
 void opal_sender_wait(struct opal_sender *s, int timeout_ms);
 
-/* Lowers the send and receive timeouts to `ms` (at least 1) on this and
- * later connections, so that no call blocks past a stop deadline. */
+/* True while frames wait in the output queue (the caller polls sooner). */
+bool opal_sender_pending(const struct opal_sender *s);
+
+/* Lowers the receive timeout to `ms` (at least 1) on this and later
+ * connections, so that no call blocks past a stop deadline. */
 void opal_sender_limit_block(struct opal_sender *s, int ms);
 
 void opal_sender_close(struct opal_sender *s);

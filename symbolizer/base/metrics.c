@@ -344,6 +344,8 @@ static void render_collectors(FILE *f)
 		F(peers_refused, "peers_refused",
 		  "Listeners on the collector's socket path refused (neither root nor the "
 		  "symbolizer's user)"),
+		F(send_waits, "send_waits",
+		  "Collector sends left for later: its output queue to the symbolizer was full"),
 		F(jit_frames, "jit_frames", "Frames in anonymous executable memory (JIT code) sent"),
 		F(jit_files_opened, "jit_files_opened",
 		  "Perf maps and jitdump files opened for the symbolizer"),

@@ -1,8 +1,9 @@
 /* Unit tests of collector/send/sender.c over a real Unix socket, with the test
  * playing the symbolizer: connect retry with backoff, Hello, the kallsyms
  * and ELF descriptors, FileInfo before the first interval that needs it on
- * each connection, Ack, FileRequest, and re-sending unacknowledged
- * intervals in order after a reconnect. */
+ * each connection, Ack, FileRequest, re-sending unacknowledged intervals
+ * in order after a reconnect, and a symbolizer that reads slower than the
+ * collector sends: no send blocks, the connection stays, nothing is lost. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,12 +12,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "collector/send/sender.h"
@@ -218,12 +222,103 @@ static void push(struct opal_sendq *q, uint64_t seq, const opal_file_id *id)
 	assert_true(opal_sendq_push(q, &e) >= 0);
 }
 
+#define BIG_PROCS 100
+#define BIG_CMDLINE 4000   /* a big interval: BIG_PROCS times this, ~400 KB */
+
+/* Queues interval `seq` of ~400 KB, referencing `id`. */
+static void push_big(struct opal_sendq *q, uint64_t seq, const opal_file_id *id)
+{
+	Opal__Wire__V1__Interval iv = OPAL__WIRE__V1__INTERVAL__INIT;
+	Opal__Wire__V1__Process procs[BIG_PROCS], *pp[BIG_PROCS];
+	static char line[BIG_CMDLINE + 1];
+	struct opal_sendq_entry e = { .seq = seq };
+
+	memset(line, 'a', BIG_CMDLINE);
+	for (size_t i = 0; i < BIG_PROCS; i++) {
+		opal__wire__v1__process__init(&procs[i]);
+		procs[i].pid = (uint32_t)(i + 1);
+		procs[i].command_line = line;
+		pp[i] = &procs[i];
+	}
+	iv.seq = seq;
+	iv.run_id = RUN_ID;
+	iv.start_unix_ns = seq * 1000;
+	iv.n_processes = BIG_PROCS;
+	iv.processes = pp;
+	e.len = opal__wire__v1__interval__get_packed_size(&iv);
+	e.buf = malloc(e.len);
+	opal__wire__v1__interval__pack(&iv, e.buf);
+	e.ids = malloc(sizeof(*id));
+	e.ids[0] = *id;
+	e.n_ids = 1;
+	assert_true(opal_sendq_push(q, &e) >= 0);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The slow symbolizer's reader: the messages it gets, in order. */
+struct slow_reader {
+	struct opal_wire_reader *rd;
+	size_t n_want;          /* intervals to read before returning */
+	uint64_t seqs[64];
+	size_t n_seqs, n_files, n_other;
+	int bad;                /* a frame that did not read */
+};
+
+static void *slow_read(void *arg)
+{
+	struct slow_reader *r = arg;
+
+	while (r->n_seqs < r->n_want) {
+		Opal__Wire__V1__Envelope *env;
+		int fd;
+		if (opal_wire_recv(r->rd, &env, &fd) != 1) {
+			r->bad = 1;
+			return NULL;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (env->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG_INTERVAL)
+			r->seqs[r->n_seqs++] = env->interval->seq;
+		else if (env->msg_case == OPAL__WIRE__V1__ENVELOPE__MSG_FILE)
+			r->n_files++;
+		else
+			r->n_other++;
+		opal_wire_free(env);
+	}
+	return NULL;
+}
+
 static pid_t peer_seen;
 
 static void on_peer(void *ctx, pid_t pid)
 {
 	(void)ctx;
 	peer_seen = pid;
+}
+
+/* A file table holding the test binary as /test/exe (*f), a send queue of
+ * `q_bytes` and a disconnected sender trusting this user as symbolizer. */
+static void rig_init(struct opal_sender *s, struct opal_sendq *q, struct opal_file_table *files,
+		     struct opal_counters *ctr, const struct opal_host_info *host,
+		     struct opal_file **f, size_t q_bytes, uint64_t *next_seq)
+{
+	struct opal_map_entry m = { .start = 0x1000, .limit = 0x2000, .executable = true,
+				    .path = "/test/exe" };
+
+	assert_int_equal(opal_files_init(files, 16, 16, &src, ctr), 0);
+	assert_int_equal(opal_files_resolve(files, 1, &m, f), 0);
+	assert_int_equal(opal_sendq_init(q, q_bytes), 0);
+	opal_sender_init(s, sock_path, q, files, ctr, host);
+	s->peer.symbolizer_uid = getuid();   /* the test is the symbolizer */
+	s->run_id = RUN_ID;
+	s->next_seq = next_seq;
 }
 
 static void test_backoff(void **state)
@@ -246,22 +341,14 @@ static void test_protocol(void **state)
 	struct opal_sender s;
 	struct opal_host_info host = { .hostname = "testhost", .kernel_release = "6.1.0-test",
 				       .kernel_build_id = { 1, 2, 3 }, .kernel_build_id_len = 3 };
-	struct opal_map_entry m = { .start = 0x1000, .limit = 0x2000, .executable = true,
-				    .path = "/test/exe" };
 	struct opal_file *f;
 	struct opal_wire_reader rd;
 	uint64_t next_seq = 1, now = 1000 * MS;
 
-	assert_int_equal(opal_files_init(&files, 16, 16, &src, &ctr), 0);
-	assert_int_equal(opal_files_resolve(&files, 1, &m, &f), 0);
-	assert_int_equal(opal_sendq_init(&q, 1 << 20), 0);
-	opal_sender_init(&s, sock_path, &q, &files, &ctr, &host);
-	s.peer.symbolizer_uid = getuid();   /* the test is the symbolizer */
-	s.run_id = RUN_ID;
+	rig_init(&s, &q, &files, &ctr, &host, &f, 1 << 20, &next_seq);
 	s.boot_time_unix_ns = 123456789;
 	s.frequency_hz = 20;
 	s.period_ns = 50000000;
-	s.next_seq = &next_seq;
 	s.on_peer = on_peer;
 
 	/* nobody listening: intervals are kept, retries back off */
@@ -360,11 +447,76 @@ static void test_protocol(void **state)
 	opal_files_destroy(&files);
 }
 
+/* A symbolizer busy with a cold interval reads nothing for a while: the
+ * collector queues what the socket does not take, up to its bound, and
+ * leaves the rest in the send buffer; the connection stays, and once the symbolizer reads again every interval arrives, in
+ * order, once. */
+static void test_slow_peer(void **state)
+{
+	(void)state;
+	struct opal_counters ctr = { 0 };
+	struct opal_file_table files;
+	struct opal_sendq q;
+	struct opal_sender s;
+	struct opal_host_info host = { .hostname = "testhost", .kernel_release = "6.1.0-test" };
+	struct opal_file *f;
+	struct opal_wire_reader rd;
+	uint64_t next_seq = 1, now = 1000 * MS, t0;
+	const size_t n = 20;   /* ~8 MB: twice the output queue's bound */
+
+	rig_init(&s, &q, &files, &ctr, &host, &f, 64 << 20, &next_seq);
+	int ls = listen_sock();
+	for (uint64_t i = 1; i <= n; i++)
+		push_big(&q, i, &f->id);
+	next_seq = n + 1;
+
+	/* the symbolizer accepts and then reads nothing */
+	opal_sender_service(&s, now);
+	assert_true(s.sock >= 0);
+	int c = accept_peer(ls, &rd);
+	for (int i = 0; i < 20; i++)
+		opal_sender_service(&s, now);
+	/* a blocking send would have timed out and dropped the connection */
+	assert_true(s.sock >= 0);
+	assert_true(ctr.send_waits > 0);
+	assert_true(opal_sender_pending(&s));
+	assert_true(s.out_bytes < OPAL_SEND_OUT_BYTES + 512 * 1024);
+	assert_int_equal(q.n, n);
+
+	/* it reads again: all n, in order, the file once before the first */
+	struct slow_reader r = { .rd = &rd, .n_want = n };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, slow_read, &r), 0);
+	t0 = mono_ns();
+	while (r.n_seqs < n && !r.bad && mono_ns() - t0 < 20000 * MS) {
+		opal_sender_service(&s, now);
+		opal_sender_wait(&s, 10);
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(r.bad, 0);
+	assert_int_equal(r.n_seqs, n);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(r.seqs[i], i + 1);
+	assert_int_equal(r.n_files, 2);      /* kallsyms, then the ELF file */
+	assert_int_equal(r.n_other, 1);      /* Hello */
+	assert_false(opal_sender_pending(&s));
+	assert_int_equal(s.out_fds, 0);
+	expect_quiet(c);
+
+	opal_sender_close(&s);
+	opal_wire_reader_close(&rd);
+	close(c);
+	close(ls);
+	opal_sendq_destroy(&q);
+	opal_files_destroy(&files);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_protocol),
+		cmocka_unit_test(test_slow_peer),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
