@@ -16,8 +16,8 @@
 # A missing qemu or kernel package is a failure, never a skip.
 # usage: tests/integration/test_kernels.sh BUILD_DIR   (as root)
 # OPAL_QEMU_TIMEOUT: wall-clock limit of each qemu run (default 240 s; the
-# Go and Python first-samples rows 400 s); OPAL_QEMU_JIT_TIMEOUT: of the JIT row's (default 600 s);
-# OPAL_QEMU_PY_TIMEOUT: of the Python row's (default 600 s).
+# Go row 400 s); OPAL_QEMU_JIT_TIMEOUT: of the JIT row's (default 600 s);
+# OPAL_QEMU_PY_TIMEOUT: of the Python and Python first-samples rows' (default 600 s).
 set -uo pipefail
 
 # shellcheck source=tests/integration/lib/common.sh
@@ -112,9 +112,10 @@ row "qemu Debian 12 6.1: Python stacks" "$repo/tests/kernel/qemu.sh" \
 # the walk set up at exec, at fork and at a sample; the inode's mtime
 # read through CO-RE): 8 processes per group, each spinning 6 s, so that
 # the emulated collector copies their code objects before they exit (at
-# 1.5 s it had not for most of 3.13's: unnamed frames); 30 s here
+# 1.5 s it had not for most of 3.13's: unnamed frames), and the test waits
+# for the symbolizer to catch up before it stops the collector; 30 s here
 row "qemu Debian 12 6.1: Python first samples" "$repo/tests/kernel/qemu.sh" \
-	--timeout "${OPAL_QEMU_TIMEOUT:-400}" "$build" env EARLY_N=8 EARLY_SPIN_S=6 \
+	--timeout "${OPAL_QEMU_PY_TIMEOUT:-600}" "$build" env EARLY_N=8 EARLY_SPIN_S=6 \
 	bash "$repo/tests/integration/test_python_early.sh" "$build"
 # JIT code on 6.1 (the JIT step of the walk, perf maps): Node.js with a
 # perf map, CPython 3.12's trampolines. Left to the host: OpenJDK (its

@@ -18,7 +18,9 @@
 # __tls_get_addr, has none; its processes get about 10 samples each) (the program's, or those of the start-up's
 # imports, named or not), the program's frames must be the outer part of its call chain
 # (tests/fixtures/python/early.py: leaf, mid, main, <module>) in every
-# sample, and 10 or more samples must have the whole chain. Before BPF set processes up itself, a burst had them on
+# sample (a contiguous part of it where the walk ended at a frame it marked
+# unreadable, in at most 1% of the samples), and 10 or more samples must
+# have the whole chain. Before BPF set processes up itself, a burst had them on
 # about 90% (docs/performance.md, "Python").
 # usage: tests/integration/test_python_early.sh BUILD_DIR   (as root)
 # Prints PASS/FAIL per check and ends with "N passed, N failed"; exits
@@ -88,6 +90,13 @@ for py in "${pythons[@]}"; do
 	done
 done
 sleep 4   # two more intervals
+# Under emulation the symbolizer runs intervals behind (a cold libpython
+# there takes tens of seconds), and what it has not acknowledged when the
+# collector stops is lost: stop once it has the last interval closed so far.
+last=$(sed -nE 's/.*opal-collector: interval ([0-9]+): .*/\1/p' "$tmp/collector.log" | tail -n 1)
+if [ -n "$last" ] && ! wait_log "$tmp/collector.log" "interval $last acknowledged" 240 "$coll_pid"; then
+	fail "the symbolizer acknowledges interval $last" "not within 240 s"
+fi
 # the counters come with each interval: read them once the final one
 # is written (under emulation the collector runs intervals behind)
 stop_daemon "collector stops cleanly" "$coll_pid" 30 "$tmp/collector.log"
@@ -115,6 +124,7 @@ import glob, os, re, sys
 tmp = sys.argv[1]
 sample = re.compile(r"^pid=(\d+) tid=\d+ comm=.* count=(\d+): (.*)$")
 pyframe = re.compile(r"^(.+) \(([^()]+):\d+\)$")   # native frames have no (file:line)
+WALK_ENDED = ("[unknown: unreadable interpreter frame]", "[unknown: bad interpreter frame]")
 stacks = [m for m in map(sample.match, open(os.path.join(tmp, "stacks.txt"))) if m]
 for d in sorted(glob.glob(os.path.join(tmp, "py*"))):
     py = open(os.path.join(d, "python")).read().strip()
@@ -126,7 +136,7 @@ for d in sorted(glob.glob(os.path.join(tmp, "py*"))):
                burst_pct),
               ("fork", fork_out, ["child_leaf", "child_mid", "main", "<module>"], fork_pct))
     for name, pids, want, pct in groups:
-        in_eval = with_py = ours = right = whole = 0
+        in_eval = with_py = ours = right = whole = ended = 0
         for m in stacks:
             if int(m.group(1)) not in pids:
                 continue
@@ -140,7 +150,15 @@ for d in sorted(glob.glob(os.path.join(tmp, "py*"))):
             # object freed before the collector copied it) was walked too
             with_py += n if any(pyframe.match(f) or f.startswith("[cpython")
                                 for f in frames) else 0
-            if names:
+            if names and any(f in WALK_ENDED for f in frames):
+                # a walk that stopped at a frame it could not read (a page
+                # of a just-forked child, say) is marked, never wrong:
+                # counted apart, at most 1% of the samples
+                ended += n
+                right_part = any(names == want[k:k + len(names)] for k in range(len(want)))
+                right += n if right_part else 0
+                ours += n
+            elif names:
                 ours += n
                 right += n if names == want[len(want) - len(names):] else 0
                 whole += n if names == want else 0
@@ -158,6 +176,8 @@ for d in sorted(glob.glob(os.path.join(tmp, "py*"))):
         print("%s %s: the program's frames are its call chain's in every sample (%d of %d)%s" % (
             "PASS" if right == ours else "FAIL", what, right, ours,
             "" if right == ours else " -- the outer part of %s wanted" % ";".join(want)))
+        print("%s %s: %d samples whose walk ended at a marked unreadable frame (at most 1%%)" % (
+            "PASS" if ended * 100 <= in_eval else "FAIL", what, ended))
         print("%s %s: %d samples with the whole chain%s" % (
             "PASS" if whole >= 10 else "FAIL", what, whole,
             "" if whole >= 10 else " -- want >= 10"))
