@@ -195,6 +195,8 @@ for k in "${!pids[@]}"; do
 			"exit status $wait_rc: $(tail -c 300 "$tmp/py/${k%.*}/${k#*.}.out")"
 done
 echo "$it_name: the workloads ran $(($(date +%s) - start)) s"
+wait_acked "$tmp/collector.log" 240 "$coll_pid" ||
+	fail "the symbolizer catches up before the stop" "not within 240 s"
 
 stop_daemon "collector stops cleanly" "$coll_pid" 30 "$tmp/collector.log"
 wait_log "$tmp/symbolizer.log" 'interval [0-9]* \(final\): ' 20

@@ -212,6 +212,18 @@ wait_log() {
 	return 1
 }
 
+# wait_acked LOG SECONDS PID: waits until the symbolizer has acknowledged
+# the last interval the collector (run with --verbose, logging to LOG, pid
+# PID) has closed so far. Under emulation the symbolizer runs intervals
+# behind (a cold libpython takes tens of seconds there), and what it has
+# not acknowledged when the collector stops is lost. 1 at the limit.
+wait_acked() {
+	local last
+	last=$(sed -nE 's/.*opal-collector: interval ([0-9]+): .*/\1/p' "$1" | tail -n 1)
+	[ -z "$last" ] && return 0
+	wait_log "$1" "opal-collector: interval $last acknowledged" "$2" "$3"
+}
+
 # show_log NAME FILE: the last 30 lines of the daemon log FILE, indented
 # (libbpf's lines left out).
 show_log() {
