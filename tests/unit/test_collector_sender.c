@@ -303,22 +303,43 @@ static void on_peer(void *ctx, pid_t pid)
 	peer_seen = pid;
 }
 
-/* A file table holding the test binary as /test/exe (*f), a send queue of
- * `q_bytes` and a disconnected sender trusting this user as symbolizer. */
-static void rig_init(struct opal_sender *s, struct opal_sendq *q, struct opal_file_table *files,
-		     struct opal_counters *ctr, const struct opal_host_info *host,
-		     struct opal_file **f, size_t q_bytes, uint64_t *next_seq)
+/* What both protocol tests drive: a file table holding the test binary
+ * as /test/exe (f), a send queue and a disconnected sender trusting this
+ * user as symbolizer. */
+struct rig {
+	struct opal_counters ctr;
+	struct opal_file_table files;
+	struct opal_sendq q;
+	struct opal_sender s;
+	struct opal_file *f;
+	uint64_t next_seq;
+};
+
+static void rig_init(struct rig *r, const struct opal_host_info *host, size_t q_bytes)
 {
 	struct opal_map_entry m = { .start = 0x1000, .limit = 0x2000, .executable = true,
 				    .path = "/test/exe" };
 
-	assert_int_equal(opal_files_init(files, 16, 16, &src, ctr), 0);
-	assert_int_equal(opal_files_resolve(files, 1, &m, f), 0);
-	assert_int_equal(opal_sendq_init(q, q_bytes), 0);
-	opal_sender_init(s, sock_path, q, files, ctr, host);
-	s->peer.symbolizer_uid = getuid();   /* the test is the symbolizer */
-	s->run_id = RUN_ID;
-	s->next_seq = next_seq;
+	memset(r, 0, sizeof(*r));
+	r->next_seq = 1;
+	assert_int_equal(opal_files_init(&r->files, 16, 16, &src, &r->ctr), 0);
+	assert_int_equal(opal_files_resolve(&r->files, 1, &m, &r->f), 0);
+	assert_int_equal(opal_sendq_init(&r->q, q_bytes), 0);
+	opal_sender_init(&r->s, sock_path, &r->q, &r->files, &r->ctr, host);
+	r->s.peer.symbolizer_uid = getuid();   /* the test is the symbolizer */
+	r->s.run_id = RUN_ID;
+	r->s.next_seq = &r->next_seq;
+}
+
+/* Closes the sender, the test's end of the connection and the listener. */
+static void rig_free(struct rig *r, struct opal_wire_reader *rd, int c, int ls)
+{
+	opal_sender_close(&r->s);
+	opal_wire_reader_close(rd);
+	close(c);
+	close(ls);
+	opal_sendq_destroy(&r->q);
+	opal_files_destroy(&r->files);
 }
 
 static void test_backoff(void **state)
@@ -335,78 +356,74 @@ static void test_backoff(void **state)
 static void test_protocol(void **state)
 {
 	(void)state;
-	struct opal_counters ctr = { 0 };
-	struct opal_file_table files;
-	struct opal_sendq q;
-	struct opal_sender s;
+	struct rig r;
 	struct opal_host_info host = { .hostname = "testhost", .kernel_release = "6.1.0-test",
 				       .kernel_build_id = { 1, 2, 3 }, .kernel_build_id_len = 3 };
-	struct opal_file *f;
 	struct opal_wire_reader rd;
-	uint64_t next_seq = 1, now = 1000 * MS;
+	uint64_t now = 1000 * MS;
 
-	rig_init(&s, &q, &files, &ctr, &host, &f, 1 << 20, &next_seq);
-	s.boot_time_unix_ns = 123456789;
-	s.frequency_hz = 20;
-	s.period_ns = 50000000;
-	s.on_peer = on_peer;
+	rig_init(&r, &host, 1 << 20);
+	r.s.boot_time_unix_ns = 123456789;
+	r.s.frequency_hz = 20;
+	r.s.period_ns = 50000000;
+	r.s.on_peer = on_peer;
 
 	/* nobody listening: intervals are kept, retries back off */
 	unlink(sock_path);
-	push(&q, 1, &f->id);
-	next_seq = 2;
-	opal_sender_service(&s, now);
-	assert_true(s.sock < 0);
-	assert_int_equal(s.next_try_ns, now + 100 * MS);
-	assert_int_equal(s.backoff_ns, 200 * MS);
-	opal_sender_service(&s, now + 50 * MS);   /* too early: no attempt */
-	assert_int_equal(s.backoff_ns, 200 * MS);
+	push(&r.q, 1, &r.f->id);
+	r.next_seq = 2;
+	opal_sender_service(&r.s, now);
+	assert_true(r.s.sock < 0);
+	assert_int_equal(r.s.next_try_ns, now + 100 * MS);
+	assert_int_equal(r.s.backoff_ns, 200 * MS);
+	opal_sender_service(&r.s, now + 50 * MS);   /* too early: no attempt */
+	assert_int_equal(r.s.backoff_ns, 200 * MS);
 	now += 100 * MS;
-	opal_sender_service(&s, now);
-	assert_true(s.sock < 0);
-	assert_int_equal(s.next_try_ns, now + 200 * MS);
-	assert_int_equal(q.n, 1);
+	opal_sender_service(&r.s, now);
+	assert_true(r.s.sock < 0);
+	assert_int_equal(r.s.next_try_ns, now + 200 * MS);
+	assert_int_equal(r.q.n, 1);
 
 	/* the symbolizer appears */
 	int ls = listen_sock();
 	now += 200 * MS;
-	opal_sender_service(&s, now);
-	assert_true(s.sock >= 0);
+	opal_sender_service(&r.s, now);
+	assert_true(r.s.sock >= 0);
 	assert_int_equal(peer_seen, getpid());
 	int c = accept_peer(ls, &rd);
 	expect_hello(&rd, 1);
 	expect_kallsyms(&rd);
-	expect_elf(&rd, f);      /* before the first interval that needs it */
+	expect_elf(&rd, r.f);      /* before the first interval that needs it */
 	expect_interval(&rd, 1);
 	expect_quiet(c);
 
 	/* acknowledged: dropped from the queue; a foreign run's Ack is ignored */
 	send_ack(c, RUN_ID, 1);
-	opal_sender_service(&s, now);
-	assert_int_equal(q.n, 0);
+	opal_sender_service(&r.s, now);
+	assert_int_equal(r.q.n, 0);
 
 	/* later intervals: the file already went out on this connection */
-	push(&q, 2, &f->id);
-	push(&q, 3, NULL);
-	next_seq = 4;
-	opal_sender_service(&s, now);
+	push(&r.q, 2, &r.f->id);
+	push(&r.q, 3, NULL);
+	r.next_seq = 4;
+	opal_sender_service(&r.s, now);
 	expect_interval(&rd, 2);
 	expect_interval(&rd, 3);
 	expect_quiet(c);
 	send_ack(c, RUN_ID + 1, 2);
-	opal_sender_service(&s, now);
-	assert_int_equal(q.n, 2);
+	opal_sender_service(&r.s, now);
+	assert_int_equal(r.q.n, 2);
 
 	/* FileRequest: the ELF descriptor again, and kallsyms */
-	send_request(c, &f->id, OPAL__WIRE__V1__FILE_KIND__FILE_KIND_ELF);
+	send_request(c, &r.f->id, OPAL__WIRE__V1__FILE_KIND__FILE_KIND_ELF);
 	send_request(c, NULL, OPAL__WIRE__V1__FILE_KIND__FILE_KIND_KALLSYMS);
-	opal_sender_service(&s, now);
-	expect_elf(&rd, f);
+	opal_sender_service(&r.s, now);
+	expect_elf(&rd, r.f);
 	expect_kallsyms(&rd);
 	/* an unknown file ID: FileInfo without descriptor, with the reason */
 	opal_file_id unknown = { { 0xee } };
 	send_request(c, &unknown, OPAL__WIRE__V1__FILE_KIND__FILE_KIND_ELF);
-	opal_sender_service(&s, now);
+	opal_sender_service(&r.s, now);
 	int fd;
 	Opal__Wire__V1__Envelope *e = next(&rd, &fd);
 	assert_int_equal(e->msg_case, OPAL__WIRE__V1__ENVELOPE__MSG_FILE);
@@ -420,95 +437,81 @@ static void test_protocol(void **state)
 	/* the symbolizer goes away with 2 and 3 unacknowledged */
 	opal_wire_reader_close(&rd);
 	close(c);
-	opal_sender_service(&s, now);
-	assert_true(s.sock < 0);
-	assert_int_equal(q.n, 2);
+	opal_sender_service(&r.s, now);
+	assert_true(r.s.sock < 0);
+	assert_int_equal(r.q.n, 2);
 	now += 100 * MS;
-	opal_sender_service(&s, now);
-	assert_true(s.sock >= 0);
+	opal_sender_service(&r.s, now);
+	assert_true(r.s.sock >= 0);
 	c = accept_peer(ls, &rd);
 	/* a new connection has seen no file: FileInfo again, then 2 and 3 in order */
 	expect_hello(&rd, 2);
 	expect_kallsyms(&rd);
-	expect_elf(&rd, f);
+	expect_elf(&rd, r.f);
 	expect_interval(&rd, 2);
 	expect_interval(&rd, 3);
 	expect_quiet(c);
 	send_ack(c, RUN_ID, 3);
 	send_ack(c, RUN_ID, 2);
-	opal_sender_service(&s, now);
-	assert_int_equal(q.n, 0);
+	opal_sender_service(&r.s, now);
+	assert_int_equal(r.q.n, 0);
 
-	opal_sender_close(&s);
-	opal_wire_reader_close(&rd);
-	close(c);
-	close(ls);
-	opal_sendq_destroy(&q);
-	opal_files_destroy(&files);
+	rig_free(&r, &rd, c, ls);
 }
 
 /* A symbolizer busy with a cold interval reads nothing for a while: the
  * collector queues what the socket does not take, up to its bound, and
- * leaves the rest in the send buffer; the connection stays, and once the symbolizer reads again every interval arrives, in
- * order, once. */
+ * leaves the rest in the send buffer; the connection stays, and once the
+ * symbolizer reads again every interval arrives, in order, once. */
 static void test_slow_peer(void **state)
 {
 	(void)state;
-	struct opal_counters ctr = { 0 };
-	struct opal_file_table files;
-	struct opal_sendq q;
-	struct opal_sender s;
+	struct rig r;
 	struct opal_host_info host = { .hostname = "testhost", .kernel_release = "6.1.0-test" };
-	struct opal_file *f;
 	struct opal_wire_reader rd;
-	uint64_t next_seq = 1, now = 1000 * MS, t0;
+	uint64_t now = 1000 * MS, t0;
 	const size_t n = 20;   /* ~8 MB: twice the output queue's bound */
 
-	rig_init(&s, &q, &files, &ctr, &host, &f, 64 << 20, &next_seq);
+	rig_init(&r, &host, 64 << 20);
 	int ls = listen_sock();
 	for (uint64_t i = 1; i <= n; i++)
-		push_big(&q, i, &f->id);
-	next_seq = n + 1;
+		push_big(&r.q, i, &r.f->id);
+	r.next_seq = n + 1;
 
 	/* the symbolizer accepts and then reads nothing */
-	opal_sender_service(&s, now);
-	assert_true(s.sock >= 0);
+	opal_sender_service(&r.s, now);
+	assert_true(r.s.sock >= 0);
 	int c = accept_peer(ls, &rd);
 	for (int i = 0; i < 20; i++)
-		opal_sender_service(&s, now);
+		opal_sender_service(&r.s, now);
 	/* a blocking send would have timed out and dropped the connection */
-	assert_true(s.sock >= 0);
-	assert_true(ctr.send_waits > 0);
-	assert_true(opal_sender_pending(&s));
-	assert_true(s.out_bytes < OPAL_SEND_OUT_BYTES + 512 * 1024);
-	assert_int_equal(q.n, n);
+	assert_true(r.s.sock >= 0);
+	assert_true(r.ctr.send_waits > 0);
+	assert_true(opal_sender_pending(&r.s));
+	assert_true(r.s.out_bytes < OPAL_SEND_OUT_BYTES + 512 * 1024);
+	assert_int_equal(r.q.n, n);
 
 	/* it reads again: all n, in order, the file once before the first */
-	struct slow_reader r = { .rd = &rd, .n_want = n };
+	struct slow_reader sr = { .rd = &rd, .n_want = n };
 	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, slow_read, &r), 0);
+	assert_int_equal(pthread_create(&th, NULL, slow_read, &sr), 0);
 	t0 = mono_ns();
-	while (r.n_seqs < n && !r.bad && mono_ns() - t0 < 20000 * MS) {
-		opal_sender_service(&s, now);
-		opal_sender_wait(&s, 10);
+	while (sr.n_seqs < n && !sr.bad && mono_ns() - t0 < 20000 * MS) {
+		opal_sender_service(&r.s, now);
+		opal_sender_wait(&r.s, 10);
 	}
 	pthread_join(th, NULL);
-	assert_int_equal(r.bad, 0);
-	assert_int_equal(r.n_seqs, n);
+	assert_int_equal(sr.bad, 0);
+	assert_int_equal(sr.n_seqs, n);
 	for (size_t i = 0; i < n; i++)
-		assert_int_equal(r.seqs[i], i + 1);
-	assert_int_equal(r.n_files, 2);      /* kallsyms, then the ELF file */
-	assert_int_equal(r.n_other, 1);      /* Hello */
-	assert_false(opal_sender_pending(&s));
-	assert_int_equal(s.out_fds, 0);
+		assert_int_equal(sr.seqs[i], i + 1);
+	assert_int_equal(sr.n_files, 2);      /* kallsyms, then the ELF file */
+	assert_int_equal(sr.n_other, 1);      /* Hello */
+	assert_false(opal_sender_pending(&r.s));
+	assert_int_equal(r.s.out_fds, 0);
 	expect_quiet(c);
 
-	opal_sender_close(&s);
-	opal_wire_reader_close(&rd);
-	close(c);
-	close(ls);
-	opal_sendq_destroy(&q);
-	opal_files_destroy(&files);
+	rig_free(&r, &rd, c, ls);
 }
 
 int main(void)
